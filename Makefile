@@ -1,0 +1,142 @@
+# Colibri — plain Makefile.
+#   make            library + CLI          make test        unit + integration tests
+#   make run        generate with the bundled model
+#   make SANITIZE=address,undefined test   make CROSS=aarch64-linux-gnu- test (qemu)
+#   make static     fully static colibri   make install PREFIX=/usr/local DESTDIR=
+#   make deps       install missing Debian packages      make format
+CROSS    ?=
+SANITIZE ?=
+WERROR   ?=
+PREFIX   ?= /usr/local
+DESTDIR  ?=
+PYTHON   ?= /usr/bin/python3
+
+ifeq ($(CROSS),)
+CC       ?= cc
+ifeq ($(origin CC),default)
+CC       := gcc
+endif
+AR       ?= ar
+else
+CC       := $(CROSS)gcc
+AR       := $(CROSS)ar
+endif
+
+MACHINE  := $(shell $(CC) -dumpmachine)
+ifneq ($(findstring aarch64,$(MACHINE)),)
+ARCH     := aarch64
+else ifneq ($(findstring x86_64,$(MACHINE)),)
+ARCH     := x86_64
+else
+ARCH     := other
+endif
+
+BUILD    ?= build/$(ARCH)$(if $(SANITIZE),-san)$(if $(STATIC),-static)
+WARN     := -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+            -Wpointer-arith -Wvla
+CFLAGS   ?= -O2 -g
+CFLAGS   += -std=c11 -D_GNU_SOURCE -DCLB_HAVE_UTF8PROC $(WARN) -Iinclude -Isrc -pthread -MMD -MP
+ifneq ($(WERROR),)
+CFLAGS   += -Werror
+endif
+ifneq ($(SANITIZE),)
+CFLAGS   += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all
+LDFLAGS  += -fsanitize=$(SANITIZE)
+endif
+LIBS     := -lcjson -lpcre2-8 -lutf8proc -lz -lm -pthread
+TESTLIBS := -lcmocka
+
+ifeq ($(ARCH),x86_64)
+ISA_FLAGS_x86_avx2 := -mavx2 -mfma -mf16c
+endif
+ifeq ($(ARCH),aarch64)
+ISA_FLAGS_arm_neon := -march=armv8.2-a+dotprod+fp16
+endif
+
+ifneq ($(CROSS),)
+RUNNER   ?= qemu-aarch64
+endif
+
+LIB_SRCS  := $(sort $(wildcard src/*.c src/*/*.c))
+LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/%.o)
+CLI_SRCS  := $(sort $(wildcard cli/*.c))
+CLI_OBJS  := $(CLI_SRCS:%.c=$(BUILD)/%.o)
+TEST_SRCS := $(sort $(wildcard tests/unit/test_*.c))
+TEST_BINS := $(TEST_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
+TEST_HELPER_SRCS := $(filter-out tests/unit/test_%.c,$(wildcard tests/unit/*.c))
+TEST_HELPER_OBJS := $(TEST_HELPER_SRCS:%.c=$(BUILD)/%.o)
+
+LIB      := $(BUILD)/libcolibri.a
+BIN      := $(BUILD)/colibri
+
+.PHONY: all test unit-test integration-test run clean install static deps format bench fuzz
+
+all: $(LIB) $(BIN)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(ISA_FLAGS_$(basename $(notdir $<))) -c $< -o $@
+
+$(LIB): $(LIB_OBJS)
+	@mkdir -p $(dir $@)
+	rm -f $@ && $(AR) rcs $@ $^
+
+$(BIN): $(CLI_OBJS) $(LIB)
+	$(CC) $(CFLAGS) $(LDFLAGS) $(CLI_OBJS) $(LIB) $(LIBS) -ledit -o $@
+
+$(BUILD)/tests/%: tests/unit/%.c $(TEST_HELPER_OBJS) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests/unit $(LDFLAGS) $< $(TEST_HELPER_OBJS) $(LIB) $(LIBS) $(TESTLIBS) -o $@
+
+test: all $(TEST_BINS)
+	@RUNNER="$(RUNNER)" sh tests/run_unit.sh $(TEST_BINS)
+ifeq ($(CROSS),)
+	@COLIBRI=$(BIN) PYTHON=$(PYTHON) BUILD=$(BUILD) sh tests/run_integration.sh
+endif
+
+unit-test: $(TEST_BINS)
+	@RUNNER="$(RUNNER)" sh tests/run_unit.sh $(TEST_BINS)
+
+integration-test: all
+	@COLIBRI=$(BIN) PYTHON=$(PYTHON) BUILD=$(BUILD) sh tests/run_integration.sh
+
+MODEL ?= models/colibri-tiny.colibri
+PROMPT ?= Once upon a time
+run: all
+	$(BIN) run -m $(MODEL) -p "$(PROMPT)" -n 64
+
+# A fully static colibri. Debian ships no libcjson.a, so this target builds cJSON from
+# Debian's own source package (apt-get source) into the build directory; nothing is
+# committed.
+static:
+	$(MAKE) STATIC=1 BUILD=build/$(ARCH)-static build/$(ARCH)-static/colibri-static
+
+build/$(ARCH)-static/colibri-static: $(CLI_OBJS:$(BUILD)/%=build/$(ARCH)-static/%) \
+		build/$(ARCH)-static/libcolibri.a build/$(ARCH)-static/cjson/libcjson.a
+	$(CC) $(CFLAGS) -static $^ -lpcre2-8 -lz -lm -pthread -ledit -ltinfo -lbsd -lmd -o $@
+	@ls -l $@
+
+build/$(ARCH)-static/cjson/libcjson.a:
+	sh tools/build-static-cjson.sh $(dir $@) "$(CC)" "$(AR)"
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
+	install -m 644 include/colibri.h $(DESTDIR)$(PREFIX)/include/colibri.h
+	install -m 644 $(LIB) $(DESTDIR)$(PREFIX)/lib/libcolibri.a
+	install -m 755 $(BIN) $(DESTDIR)$(PREFIX)/bin/colibri
+	sed -e 's|@PREFIX@|$(PREFIX)|g' colibri.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/colibri.pc
+
+DEB_PKGS := gcc make libcjson-dev libcmocka-dev zlib1g-dev libpcre2-dev libutf8proc-dev libedit-dev \
+            python3 python3-numpy
+CROSS_PKGS := gcc-aarch64-linux-gnu qemu-user libc6:arm64 libcjson-dev:arm64 \
+            libcmocka-dev:arm64 zlib1g-dev:arm64 libpcre2-dev:arm64 libutf8proc-dev:arm64
+deps:
+	sh tools/install-deps.sh $(DEB_PKGS) $(if $(CROSS),$(CROSS_PKGS))
+
+format:
+	clang-format -i $(wildcard include/*.h src/*.c src/*/*.[ch] cli/*.[ch] tests/unit/*.[ch])
+
+clean:
+	rm -rf build
+
+-include $(LIB_OBJS:.o=.d) $(CLI_OBJS:.o=.d)

@@ -1,0 +1,129 @@
+/* bench.c — `colibri bench`: prefill and decode speed, latency percentiles, peak RSS. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "colibri.h"
+
+static void help(void) {
+    puts("usage: colibri bench -m MODEL [-p 128] [-n 64] [--threads N] [--reps R] [--json]\n"
+         "\n"
+         "Evaluates a prompt of P pseudo-random token ids as one prefill, then decodes N tokens one\n"
+         "at a time (greedy), R times; reports medians.\n"
+         "\n"
+         "  -p N          prompt tokens (default 128)\n"
+         "  -n N          decoded tokens (default 64)\n"
+         "  -t, --threads N\n"
+         "  --reps R      repetitions (default 3)\n"
+         "  --moe-top-k K experts per token\n"
+         "  --json        one JSON object on stdout: prefill_tok_s, decode_tok_s, decode_p50_ms,\n"
+         "                decode_p99_ms, peak_rss_bytes, ...");
+}
+
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double pct(double *v, int n, double q) {
+    qsort(v, (size_t)n, sizeof *v, cmp_d);
+    int i = (int)(q * (n - 1) + 0.5);
+    return v[i < 0 ? 0 : i >= n ? n - 1 : i];
+}
+
+int cmd_bench(int argc, char **argv) {
+    const char *model = NULL;
+    long np = 128, nn = 64, reps = 3, v;
+    int json = 0;
+    colibri_params p = colibri_params_default();
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *val;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            help();
+            return 0;
+        }
+        if (!strcmp(a, "--json")) {
+            json = 1;
+            continue;
+        }
+        if (!(val = cli_value(argc, argv, &i))) return 2;
+        if (!strcmp(a, "-m") || !strcmp(a, "--model")) model = val;
+        else if (!strcmp(a, "-p")) {
+            if (!cli_int(val, 1, 1 << 20, &np)) return cli_fail("-p: '%s' is not a count", val), 2;
+        } else if (!strcmp(a, "-n")) {
+            if (!cli_int(val, 1, 1 << 20, &nn)) return cli_fail("-n: '%s' is not a count", val), 2;
+        } else if (!strcmp(a, "--reps")) {
+            if (!cli_int(val, 1, 1000, &reps)) return cli_fail("--reps: '%s' is not in 1..1000", val), 2;
+        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
+            if (!cli_int(val, 1, 1024, &v)) return cli_fail("--threads: '%s' is not in 1..1024", val), 2;
+            p.n_threads = (int)v;
+        } else if (!strcmp(a, "--moe-top-k")) {
+            if (!cli_int(val, 1, 1024, &v)) return cli_fail("--moe-top-k: '%s' is not in 1..1024", val), 2;
+            p.moe_top_k = (int)v;
+        } else {
+            return cli_fail("bench: unknown option '%s' (see colibri bench --help)", a), 2;
+        }
+    }
+    if (!model) return cli_fail("bench: no model given (-m MODEL)"), 2;
+    p.max_seq_len = (int)(np + nn);
+    p.n_batch = (int)(np < 512 ? np : 512);
+    colibri_engine_t *e = colibri_init_params(model, &p);
+    if (!e) return cli_fail("%s", colibri_last_error());
+    const int V = colibri_n_vocab(e);
+    int32_t *prompt = malloc(sizeof(int32_t) * (size_t)np);
+    double *lat = malloc(sizeof(double) * (size_t)(nn * reps));
+    double *pre = malloc(sizeof(double) * (size_t)reps), *dec = malloc(sizeof(double) * (size_t)reps);
+    if (!prompt || !lat || !pre || !dec) {
+        colibri_free(e);
+        return cli_fail("out of memory");
+    }
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    for (long i = 0; i < np; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        prompt[i] = (int32_t)(x % (uint64_t)V);
+    }
+    int rc = 0, nl = 0;
+    for (long r = 0; r < reps && !rc; r++) {
+        colibri_reset(e);
+        double t0 = cli_now();
+        int32_t next;
+        if (colibri_eval(e, prompt, (size_t)np, NULL, 0)) {
+            rc = cli_fail("%s", colibri_last_error());
+            break;
+        }
+        double t1 = cli_now();
+        pre[r] = (double)np / (t1 - t0);
+        next = prompt[np - 1];
+        double d0 = cli_now();
+        for (long i = 0; i < nn; i++) {
+            double s = cli_now();
+            if (colibri_forward(e, next, NULL, &next)) {
+                rc = cli_fail("%s", colibri_last_error());
+                break;
+            }
+            lat[nl++] = (cli_now() - s) * 1e3;
+        }
+        dec[r] = (double)nn / (cli_now() - d0);
+    }
+    if (!rc) {
+        colibri_stats_t st = colibri_get_stats(e);
+        double pre_m = pct(pre, (int)reps, 0.5), dec_m = pct(dec, (int)reps, 0.5);
+        double p50 = pct(lat, nl, 0.5), p99 = pct(lat, nl, 0.99);
+        if (json) {
+            printf("{\"model\":\"%s\",\"n_prompt\":%ld,\"n_decode\":%ld,\"reps\":%ld,\"prefill_tok_s\":%.3f,"
+                   "\"decode_tok_s\":%.3f,\"decode_p50_ms\":%.4f,\"decode_p99_ms\":%.4f,\"peak_rss_bytes\":%llu}\n",
+                   model, np, nn, reps, pre_m, dec_m, p50, p99, (unsigned long long)st.peak_rss_bytes);
+        } else {
+            printf("model:   %s\nprefill: %ld tokens, %.2f tok/s (median of %ld)\ndecode:  %ld tokens, %.2f tok/s "
+                   "(median), per token p50 %.3f ms, p99 %.3f ms\npeak RSS: %.1f MiB\n",
+                   model, np, pre_m, reps, nn, dec_m, p50, p99, st.peak_rss_bytes / 1048576.0);
+        }
+    }
+    free(prompt);
+    free(lat);
+    free(pre);
+    free(dec);
+    colibri_free(e);
+    return rc;
+}

@@ -1,0 +1,51 @@
+/* colibri.c — the command-line tool: subcommand dispatch. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "colibri.h"
+#include "tokenize.h"
+
+typedef struct {
+    const char *name;
+    int (*fn)(int, char **);
+    const char *summary;
+} command;
+
+static const command COMMANDS[] = {
+    {"run", cmd_run, "generate text (-p) or a greedy continuation of token ids (--tokens)"},
+    {"chat", cmd_chat, "an interactive chat with the model's chat template"},
+    {"perplexity", cmd_perplexity, "perplexity of a text file"},
+    {"tokenize", colibri_cmd_tokenize, "text to token ids and back, with the model's tokenizer"},
+    {"convert", cmd_convert, "convert a Hugging Face directory or GGUF file to .colibri"},
+    {"inspect", cmd_inspect, "print a model's header, configuration and tensor table"},
+    {"verify", cmd_verify, "check every CRC32 of a .colibri file"},
+    {"bench", cmd_bench, "measure prefill and decode speed"},
+};
+
+static void usage(FILE *f) {
+    fprintf(f, "colibri %s — Mixture-of-Experts inference on CPUs\n\nusage: colibri COMMAND [options]\n\ncommands:\n",
+            colibri_version());
+    for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++)
+        fprintf(f, "  %-10s %s\n", COMMANDS[i].name, COMMANDS[i].summary);
+    fprintf(f, "\n'colibri COMMAND --help' documents each command's options.\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("colibri %s\n", colibri_version());
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++)
+        if (!strcmp(argv[1], COMMANDS[i].name)) return COMMANDS[i].fn(argc - 1, argv + 1);
+    cli_fail("unknown command '%s' (see colibri --help)", argv[1]);
+    return 2;
+}

@@ -1,0 +1,224 @@
+/* run.c — `colibri run`: greedy continuation of a prompt given as token ids. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "colibri.h"
+#include "generate.h"
+
+static void help(void) {
+    printf("usage: colibri run -m MODEL (-p TEXT | --tokens IDS) [-n N] [options]\n"
+         "\n"
+         "With -p: tokenizes TEXT with the model's tokenizer, samples a continuation and streams\n"
+         "it to stdout as text. With --tokens: evaluates the token ids and prints the greedy\n"
+         "continuation's ids on stdout, separated by spaces. Timings go to stderr.\n"
+         "\n"
+         "  -m, --model PATH      .colibri file, .gguf file or Hugging Face directory\n"
+         "  -p, --prompt TEXT     prompt text (BOS added as the tokenizer says; special tokens parsed)\n"
+         "  -f, --file PATH       read the prompt text from a file\n"
+         "  --tokens IDS          prompt token ids, comma or space separated (e.g. 1,300,447)\n"
+         "  -n, --n-predict N     tokens to generate (default 32 with --tokens, 128 with -p)\n"
+         "  -t, --threads N       worker threads (default: online CPUs)\n"
+         "  --max-seq-len N       KV cache length (default: min(model max, 4096))\n"
+         "  --batch N             prompt tokens evaluated per batch (default 64)\n"
+         "  --moe-top-k K         experts per token (default: the model's)\n"
+         "  --config FILE         JSON run-time settings (threads, max_seq_len, moe_top_k, ...)\n"
+         "  --dump-logits FILE    write the logits of every prompt position as raw little-endian\n"
+         "                        float32 [n_tokens][n_vocab]\n"
+         "  -h, --help            this help\n"
+         "\nSampling (with -p; --tokens is always greedy):\n%s", gen_options_help());
+}
+
+static colibri_engine_t *open_engine(const char *model, const char *config, const colibri_params *p) {
+    if (!config) return colibri_init_params(model, p);
+    colibri_engine_t *e = colibri_init(model, config);
+    /* command-line settings win over the file */
+    if (e && p->moe_top_k && colibri_set_moe_top_k(e, p->moe_top_k)) {
+        colibri_free(e);
+        e = NULL;
+    }
+    return e;
+}
+
+static char *read_text(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 1 << 16, n = 0, k;
+    char *b = malloc(cap + 1);
+    while (b && (k = fread(b + n, 1, cap - n, f)) > 0) {
+        n += k;
+        if (n == cap) {
+            char *nb = realloc(b, cap * 2 + 1);
+            if (!nb) {
+                free(b);
+                b = NULL;
+                break;
+            }
+            b = nb;
+            cap *= 2;
+        }
+    }
+    fclose(f);
+    if (b) b[n] = 0;
+    return b;
+}
+
+static int run_text(const char *model, const char *prompt, const char *pfile, const char *config,
+                    const colibri_params *p, gen_opts *go) {
+    char *owned = NULL;
+    if (pfile && !(prompt = owned = read_text(pfile))) return cli_fail("%s: cannot read the prompt file", pfile);
+    if (go->n_predict == -2) go->n_predict = 128;
+    colibri_engine_t *e = open_engine(model, config, p);
+    if (!e) {
+        free(owned);
+        return cli_fail("%s", colibri_last_error());
+    }
+    int rc = 0;
+    size_t len = strlen(prompt), n = 0, cap = len + 16;
+    int32_t *ids = malloc(sizeof(int32_t) * cap);
+    colibri_sampler_t *s = colibri_sampler_new(&go->sampling, colibri_n_vocab(e));
+    gen_result res = {0};
+    if (!ids || !s) {
+        rc = cli_fail("%s", s ? "out of memory" : colibri_last_error());
+    } else if (colibri_tokenize(e, prompt, len, 1, 1, ids, cap, &n)) {
+        rc = cli_fail("%s", colibri_last_error());
+    } else if (n == 0) {
+        rc = cli_fail("run: the prompt has no tokens");
+    } else if (!(rc = gen_run(e, ids, n, go, stdout, NULL, s, &res))) {
+        fputc('\n', stdout);
+        fprintf(stderr, "colibri: prompt %zu tokens, %.1f tok/s; generated %zu tokens, %.1f tok/s%s\n", res.n_prompt,
+                res.t_prompt > 0 ? res.n_prompt / res.t_prompt : 0.0, res.n_gen,
+                res.t_gen > 0 ? res.n_gen / res.t_gen : 0.0,
+                res.stopped_eog ? " (end of text)" : res.stopped_stop ? " (stop string)" : res.hit_limit ? " (max_seq_len)" : "");
+    }
+    free(res.text);
+    free(ids);
+    free(owned);
+    colibri_sampler_free(s);
+    colibri_free(e);
+    return rc;
+}
+
+int cmd_run(int argc, char **argv) {
+    const char *model = NULL, *tokens_s = NULL, *dump = NULL, *config = NULL, *prompt = NULL, *pfile = NULL;
+    long v;
+    colibri_params p = colibri_params_default();
+    gen_opts go;
+    gen_opts_default(&go);
+    go.n_predict = -2; /* unset */
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *val;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            help();
+            return 0;
+        }
+        int g = gen_parse_option(&go, argc, argv, &i);
+        if (g < 0) return 2;
+        if (g > 0) continue;
+#define VAL()                                          \
+    do {                                               \
+        if (!(val = cli_value(argc, argv, &i))) return 2; \
+    } while (0)
+        if (!strcmp(a, "-m") || !strcmp(a, "--model")) { VAL(); model = val; }
+        else if (!strcmp(a, "--tokens")) { VAL(); tokens_s = val; }
+        else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) { VAL(); prompt = val; }
+        else if (!strcmp(a, "-f") || !strcmp(a, "--file")) { VAL(); pfile = val; }
+        else if (!strcmp(a, "--dump-logits")) { VAL(); dump = val; }
+        else if (!strcmp(a, "--config")) { VAL(); config = val; }
+        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
+            VAL();
+            if (!cli_int(val, 1, 1024, &v)) return cli_fail("--threads: '%s' is not in 1..1024", val), 2;
+            p.n_threads = (int)v;
+        } else if (!strcmp(a, "--max-seq-len")) {
+            VAL();
+            if (!cli_int(val, 1, 1 << 24, &v)) return cli_fail("--max-seq-len: '%s' is not a length", val), 2;
+            p.max_seq_len = (int)v;
+        } else if (!strcmp(a, "--batch")) {
+            VAL();
+            if (!cli_int(val, 1, 4096, &v)) return cli_fail("--batch: '%s' is not in 1..4096", val), 2;
+            p.n_batch = (int)v;
+        } else if (!strcmp(a, "--moe-top-k")) {
+            VAL();
+            if (!cli_int(val, 1, 1024, &v)) return cli_fail("--moe-top-k: '%s' is not in 1..1024", val), 2;
+            p.moe_top_k = (int)v;
+        } else {
+            return cli_fail("run: unknown option '%s' (see colibri run --help)", a), 2;
+        }
+#undef VAL
+    }
+    if (!model) return cli_fail("run: no model given (-m MODEL)"), 2;
+    if (!!tokens_s + !!prompt + !!pfile != 1)
+        return cli_fail("run: give exactly one prompt: -p TEXT, -f FILE or --tokens IDS"), 2;
+    if (!tokens_s) return run_text(model, prompt, pfile, config, &p, &go);
+    long n_predict = go.n_predict == -2 ? 32 : go.n_predict;
+    if (n_predict < 0) return cli_fail("run: --tokens needs -n >= 0"), 2;
+    int32_t *toks;
+    size_t n_tok;
+    if (!cli_token_list(tokens_s, &toks, &n_tok)) return cli_fail("--tokens: '%s' is not a list of ids", tokens_s), 2;
+    if (n_tok == 0) {
+        free(toks);
+        return cli_fail("--tokens: the prompt is empty"), 2;
+    }
+    colibri_engine_t *e = open_engine(model, config, &p);
+    if (!e) {
+        free(toks);
+        return cli_fail("%s", colibri_last_error());
+    }
+    const size_t V = (size_t)colibri_n_vocab(e);
+    int rc = 0;
+    float *logits = NULL;
+    int32_t next = -1;
+    double t0 = cli_now();
+    if (dump) {
+        logits = malloc(sizeof(float) * V * n_tok);
+        if (!logits) {
+            rc = cli_fail("out of memory for %zu x %zu logits", n_tok, V);
+            goto out;
+        }
+        if (colibri_eval(e, toks, n_tok, logits, V * n_tok)) {
+            rc = cli_fail("%s", colibri_last_error());
+            goto out;
+        }
+        FILE *f = fopen(dump, "wb");
+        if (!f || fwrite(logits, sizeof(float), V * n_tok, f) != V * n_tok) {
+            if (f) fclose(f);
+            rc = cli_fail("%s: cannot write the logits", dump);
+            goto out;
+        }
+        if (fclose(f)) {
+            rc = cli_fail("%s: cannot write the logits", dump);
+            goto out;
+        }
+        const float *last = logits + (n_tok - 1) * V;
+        next = 0;
+        for (size_t i = 1; i < V; i++)
+            if (last[i] > last[next]) next = (int32_t)i;
+    } else {
+        if (colibri_eval(e, toks, n_tok - 1, NULL, 0) || colibri_forward(e, toks[n_tok - 1], NULL, &next)) {
+            rc = cli_fail("%s", colibri_last_error());
+            goto out;
+        }
+    }
+    double t1 = cli_now();
+    for (long i = 0; i < n_predict; i++) {
+        printf(i ? " %d" : "%d", next);
+        fflush(stdout);
+        if (i + 1 == n_predict) break;
+        if (colibri_forward(e, next, NULL, &next)) {
+            putchar('\n');
+            rc = cli_fail("%s", colibri_last_error());
+            goto out;
+        }
+    }
+    if (n_predict > 0) putchar('\n');
+    double t2 = cli_now();
+    fprintf(stderr, "colibri: prompt %zu tokens in %.3f s (%.1f tok/s); generated %ld tokens in %.3f s (%.1f tok/s)\n",
+            n_tok, t1 - t0, (double)n_tok / (t1 - t0 > 0 ? t1 - t0 : 1e-9), n_predict, t2 - t1,
+            n_predict > 1 ? (double)(n_predict - 1) / (t2 - t1 > 0 ? t2 - t1 : 1e-9) : 0.0);
+out:
+    free(logits);
+    free(toks);
+    colibri_free(e);
+    return rc;
+}

@@ -1,0 +1,247 @@
+/*
+ * colibri.h — the public C API of Colibri, a Mixture-of-Experts inference engine for CPUs.
+ *
+ * This is the only header a program embedding Colibri needs. All types are opaque handles
+ * with create/free pairs; every free function accepts NULL. The library never prints and
+ * never exits: a failing call returns an error status (or NULL) and leaves a one-line,
+ * human-readable reason in colibri_last_error() (per thread).
+ *
+ * Usage:
+ *
+ *     colibri_engine_t *e = colibri_init("model.colibri", NULL);
+ *     if (!e) { fprintf(stderr, "colibri: %s\n", colibri_last_error()); return 1; }
+ *     int32_t prompt[] = {1, 300, 447};
+ *     int32_t next;
+ *     if (colibri_eval(e, prompt, 3, NULL, 0) != COLIBRI_OK) ...        // prefill
+ *     float *logits = malloc(sizeof(float) * colibri_n_vocab(e));
+ *     for (int i = 0; i < 16; i++) {
+ *         // feed the last token, get its logits and the greedy choice
+ *         if (colibri_forward(e, i == 0 ? prompt[2] : next, logits, &next) != COLIBRI_OK) ...
+ *     }
+ *     colibri_free(e);
+ *
+ * colibri_forward() evaluates one token at the next position of the sequence; the example
+ * above therefore re-feeds prompt[2] — use colibri_eval() on prompt[0..n-2] then
+ * colibri_forward() on the last prompt token to avoid that (what `colibri run` does).
+ */
+#ifndef COLIBRI_H
+#define COLIBRI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define COLIBRI_VERSION_MAJOR 0
+#define COLIBRI_VERSION_MINOR 1
+#define COLIBRI_VERSION_PATCH 0
+
+/* Status codes. Every int-returning call returns COLIBRI_OK (0) or one of these (< 0). */
+typedef enum colibri_status {
+    COLIBRI_OK = 0,
+    COLIBRI_ERR_ARG = -1,         /* a bad argument (NULL, out-of-range id, short buffer) */
+    COLIBRI_ERR_IO = -2,          /* a file could not be opened, read or written */
+    COLIBRI_ERR_FORMAT = -3,      /* a file is malformed or truncated */
+    COLIBRI_ERR_CORRUPT = -4,     /* a checksum does not match */
+    COLIBRI_ERR_UNSUPPORTED = -5, /* an architecture, dtype or option this build cannot run */
+    COLIBRI_ERR_NOMEM = -6,       /* an allocation failed */
+    COLIBRI_ERR_RANGE = -7,       /* the sequence would exceed max_seq_len */
+    COLIBRI_ERR_INTERNAL = -8     /* a bug: please report it */
+} colibri_status;
+
+typedef struct colibri_engine colibri_engine_t;
+
+/* Per-phase timing and routing statistics (see colibri_get_stats). */
+#define COLIBRI_STATS_MAX_LAYERS 128
+#define COLIBRI_STATS_MAX_EXPERTS 256
+typedef struct colibri_stats {
+    uint64_t tokens_prompt;     /* tokens evaluated through colibri_eval */
+    uint64_t tokens_generated;  /* tokens evaluated through colibri_forward */
+    double time_prompt_s;       /* wall time in colibri_eval */
+    double time_generate_s;     /* wall time in colibri_forward */
+    double time_attention_s;    /* of both: attention (projections, rope, softmax, KV) */
+    double time_moe_s;          /* of both: router + expert FFNs (+ dense FFN layers) */
+    double time_head_s;         /* of both: final norm + LM head */
+    uint64_t peak_rss_bytes;    /* the process's peak resident set, from the OS */
+    int32_t n_layers;           /* layers described below (at most COLIBRI_STATS_MAX_LAYERS) */
+    int32_t n_experts;          /* routed experts per layer (at most COLIBRI_STATS_MAX_EXPERTS) */
+    /* expert_counts[l][e]: how many times expert e of layer l was selected since init/reset
+       of the statistics. Layers without routed experts stay 0. */
+    uint32_t expert_counts[COLIBRI_STATS_MAX_LAYERS][COLIBRI_STATS_MAX_EXPERTS];
+} colibri_stats_t;
+
+/* Run-time settings. Zero-initialise (colibri_params_default) and set what you need. */
+typedef struct colibri_params {
+    int32_t n_threads;      /* worker threads; 0 = number of online CPUs */
+    int32_t max_seq_len;    /* KV cache length; 0 = min(model's max positions, 4096) */
+    int32_t n_batch;        /* largest batch colibri_eval computes at once; 0 = 64 */
+    int32_t moe_top_k;      /* experts per token; 0 = the model's own */
+    float router_temperature; /* divides router logits before scoring; 0 or 1 = off */
+} colibri_params;
+
+/* ---- the four calls of the original design ---- */
+
+/* Opens a model (.colibri file, .gguf file, or a Hugging Face directory) and prepares it to
+   run. config_path may be NULL or a JSON file of run-time settings with any of the keys
+   "threads", "max_seq_len", "n_batch", "moe_top_k", "router_temperature".
+   Returns NULL on failure (reason in colibri_last_error()). */
+colibri_engine_t *colibri_init(const char *model_path, const char *config_path);
+
+/* Evaluates token_id at the next position. If logits is non-NULL it receives n_vocab floats
+   (the caller guarantees the capacity; prefer colibri_forward_ex). If next_token is non-NULL
+   it receives the argmax of the logits (ties: lowest id). */
+int colibri_forward(colibri_engine_t *e, int32_t token_id, float *logits, int32_t *next_token);
+
+/* Releases everything. NULL is fine. */
+void colibri_free(colibri_engine_t *e);
+
+/* A snapshot of the statistics. A NULL engine gives all zeros. */
+colibri_stats_t colibri_get_stats(colibri_engine_t *e);
+
+/* ---- what a real caller needs besides ---- */
+
+/* Default parameters (all automatic). */
+colibri_params colibri_params_default(void);
+
+/* Like colibri_init with explicit parameters (params may be NULL for defaults). */
+colibri_engine_t *colibri_init_params(const char *model_path, const colibri_params *params);
+
+/* colibri_forward with the capacity of the logits buffer, in floats: a capacity below
+   colibri_n_vocab() is COLIBRI_ERR_ARG and nothing is written. */
+int colibri_forward_ex(colibri_engine_t *e, int32_t token_id, float *logits, size_t logits_cap,
+                       int32_t *next_token);
+
+/* Evaluates n tokens at the next n positions as one batch (prompt processing).
+   If logits is non-NULL it receives the logits of every position, [n][n_vocab], and
+   logits_cap (floats) must be at least n * n_vocab; with logits NULL only the KV cache is
+   filled (use colibri_forward on the last prompt token, or colibri_eval_last). */
+int colibri_eval(colibri_engine_t *e, const int32_t *tokens, size_t n, float *logits,
+                 size_t logits_cap);
+
+/* Forgets the sequence: the next token goes to position 0. Statistics are kept. */
+void colibri_reset(colibri_engine_t *e);
+
+/* Keeps only the first n tokens of the sequence (n <= colibri_n_past): the next token goes
+   to position n. Lets a chat reuse the KV cache of a shared prefix. */
+int colibri_truncate(colibri_engine_t *e, int32_t n);
+
+/* Vocabulary size (logits per position), 0 for NULL. */
+int32_t colibri_n_vocab(const colibri_engine_t *e);
+
+/* Current position (tokens in the KV cache) and its capacity. */
+int32_t colibri_n_past(const colibri_engine_t *e);
+int32_t colibri_max_seq_len(const colibri_engine_t *e);
+
+/* Changes the number of routed experts per token from the next token on (1..n_experts). */
+int colibri_set_moe_top_k(colibri_engine_t *e, int32_t k);
+
+/* The model's BOS/EOS token ids, -1 when the model has none. */
+int32_t colibri_bos_id(const colibri_engine_t *e);
+int32_t colibri_eos_id(const colibri_engine_t *e);
+
+/* The reason for the last failing call on this thread ("" if none). Never NULL. */
+const char *colibri_last_error(void);
+
+/* Optional log callback for diagnostics (level 0 = error .. 3 = debug). NULL restores silence. */
+typedef void (*colibri_log_fn)(int level, const char *msg, void *user);
+void colibri_set_log(colibri_log_fn fn, void *user);
+
+/* ---- text: tokenizer, chat template, sampling ---- */
+
+/* Whether the model file carries a tokenizer (the text calls below fail without one). */
+int colibri_has_tokenizer(const colibri_engine_t *e);
+
+/* Text (len bytes of UTF-8) to ids. add_special adds BOS/EOS as the tokenizer files say;
+   parse_special turns special-token text such as "<|im_start|>" into its id. Writes up to
+   cap ids and the count to *n_out; a too-small cap is COLIBRI_ERR_ARG with *n_out the
+   count needed. */
+int colibri_tokenize(colibri_engine_t *e, const char *text, size_t len, int add_special, int parse_special,
+                     int32_t *ids, size_t cap, size_t *n_out);
+/* Ids to text (no NUL); a too-small cap is COLIBRI_ERR_ARG with *n_out the length needed. */
+int colibri_detokenize(colibri_engine_t *e, const int32_t *ids, size_t n, int skip_special, char *out,
+                       size_t cap, size_t *n_out);
+
+/* Streaming detokenizer: push ids one at a time, get back only whole UTF-8 characters.
+   out must hold at least 256 bytes. */
+typedef struct colibri_detok colibri_detok_t;
+colibri_detok_t *colibri_detok_new(colibri_engine_t *e, int skip_special);
+int colibri_detok_push(colibri_detok_t *d, int32_t id, char *out, size_t cap, size_t *n_out);
+int colibri_detok_flush(colibri_detok_t *d, char *out, size_t cap, size_t *n_out);
+void colibri_detok_free(colibri_detok_t *d);
+
+/* True for tokens that end generation (EOS and the tokenizer's end-of-turn tokens). */
+int colibri_is_eog(const colibri_engine_t *e, int32_t id);
+
+/* Renders messages with the model's chat template (ChatML when the model has none:
+   colibri_chat_template_is_default() says so). Heap string, free with colibri_string_free;
+   NULL on error (a template's raise_exception message is kept). */
+typedef struct colibri_chat_msg {
+    const char *role;    /* "system", "user", "assistant", ... */
+    const char *content;
+} colibri_chat_msg;
+char *colibri_chat_render(colibri_engine_t *e, const colibri_chat_msg *msgs, size_t n,
+                          int add_generation_prompt);
+int colibri_chat_template_is_default(const colibri_engine_t *e);
+
+/* Sampling, applied in one documented order (penalties, top-k, temperature, softmax, top-p,
+   min-p, draw; temperature <= 0 is greedy). Same seed, same logits: same tokens. */
+typedef struct colibri_sampling {
+    float temperature;       /* default 0.8; <= 0 greedy */
+    int32_t top_k;           /* default 40; <= 0 off */
+    float top_p;             /* default 0.95; >= 1 off */
+    float min_p;             /* default 0.05; <= 0 off */
+    float repeat_penalty;    /* default 1 (off) */
+    float frequency_penalty; /* default 0 */
+    float presence_penalty;  /* default 0 */
+    int32_t penalty_last_n;  /* default 64 */
+    uint64_t seed;           /* default 0 */
+} colibri_sampling;
+typedef struct colibri_sampler colibri_sampler_t;
+colibri_sampling colibri_sampling_default(void);
+colibri_sampler_t *colibri_sampler_new(const colibri_sampling *p, int32_t n_vocab);
+int colibri_sampler_sample(colibri_sampler_t *s, const float *logits, int32_t *token);
+void colibri_sampler_accept(colibri_sampler_t *s, int32_t token);
+void colibri_sampler_reset(colibri_sampler_t *s);
+void colibri_sampler_free(colibri_sampler_t *s);
+
+/* Stop strings while streaming text[0..len): returns 1 when a stop string starts at or after
+   `from` (bytes already shown), with *match_pos its earliest start (the output ends there);
+   otherwise 0 and *hold_back = the length of the longest tail that may still become a stop
+   string (do not show it yet). */
+int colibri_stop_check(const char *text, size_t len, size_t from, const char *const *stops, size_t n_stops,
+                       size_t *match_pos, size_t *hold_back);
+
+/* ---- model files ---- */
+
+typedef struct colibri_convert_params {
+    const char *dtype;        /* "f32", "f16", "bf16", "q8_0", "q4_0"; NULL keeps the source's
+                                 dtypes (a GGUF's quantized blocks stay bit-exact) */
+    const char *expert_dtype; /* routed experts; NULL = as dtype */
+    void (*progress)(double fraction, void *user); /* may be NULL */
+    void *user;
+} colibri_convert_params;
+
+/* Converts a Hugging Face directory, GGUF file or .colibri file to a .colibri file,
+   streaming tensor by tensor. bytes_in/bytes_out (may be NULL) receive the sizes.
+   Router weights, norms and biases always stay f32. */
+int colibri_convert(const char *src_path, const char *dst_path, const colibri_convert_params *p,
+                    uint64_t *bytes_in, uint64_t *bytes_out);
+
+/* Checks every CRC32 of a .colibri file: COLIBRI_OK when intact, COLIBRI_ERR_CORRUPT with the
+   first corrupt tensor named in colibri_last_error() otherwise. */
+int colibri_verify(const char *path, uint64_t *bytes_checked);
+
+/* A human-readable description of a model file (header, configuration, tensor summary,
+   bytes per expert). Heap string: release with colibri_string_free. NULL on error. */
+char *colibri_inspect(const char *path);
+void colibri_string_free(char *s);
+
+/* Library version string, e.g. "0.1.0". */
+const char *colibri_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* COLIBRI_H */

@@ -1,0 +1,277 @@
+/* api.c — the public calls of colibri.h over the engine. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "core/common.h"
+#include "core/platform.h"
+#include "engine.h"
+
+colibri_params colibri_params_default(void) {
+    colibri_params p;
+    memset(&p, 0, sizeof p);
+    return p;
+}
+
+/* Reads a run-time settings file; unknown keys are errors (a typo must not be ignored). */
+static int read_config(const char *path, colibri_params *p) {
+    char *text;
+    int rc = clb_read_file(path, 1 << 20, &text, NULL);
+    if (rc) return rc;
+    cJSON *j = cJSON_Parse(text);
+    clb_free(text);
+    if (!cJSON_IsObject(j)) {
+        cJSON_Delete(j);
+        return clb_err(COLIBRI_ERR_FORMAT, "%s: not a JSON object", path);
+    }
+    const cJSON *it;
+    rc = COLIBRI_OK;
+    cJSON_ArrayForEach(it, j) {
+        const char *k = it->string;
+        if (!cJSON_IsNumber(it)) {
+            rc = clb_err(COLIBRI_ERR_FORMAT, "%s: '%s' must be a number", path, k);
+            break;
+        }
+        double v = it->valuedouble;
+        bool is_int = v == (double)(int)v;
+        if (strcmp(k, "threads") == 0 && is_int && v >= 0 && v <= 1024) p->n_threads = (int)v;
+        else if (strcmp(k, "max_seq_len") == 0 && is_int && v >= 0 && v <= (1 << 24)) p->max_seq_len = (int)v;
+        else if (strcmp(k, "n_batch") == 0 && is_int && v >= 0 && v <= 4096) p->n_batch = (int)v;
+        else if (strcmp(k, "moe_top_k") == 0 && is_int && v >= 0 && v <= 1024) p->moe_top_k = (int)v;
+        else if (strcmp(k, "router_temperature") == 0 && v >= 0 && v <= 1e6) p->router_temperature = (float)v;
+        else {
+            bool known = !strcmp(k, "threads") || !strcmp(k, "max_seq_len") || !strcmp(k, "n_batch") ||
+                         !strcmp(k, "moe_top_k") || !strcmp(k, "router_temperature");
+            rc = known ? clb_err(COLIBRI_ERR_ARG, "%s: '%s' = %g is out of range", path, k, v)
+                       : clb_err(COLIBRI_ERR_ARG, "%s: unknown setting '%s'", path, k);
+            break;
+        }
+    }
+    cJSON_Delete(j);
+    return rc;
+}
+
+colibri_engine_t *colibri_init(const char *model_path, const char *config_path) {
+    colibri_params p = colibri_params_default();
+    if (config_path && read_config(config_path, &p)) return NULL;
+    return colibri_init_params(model_path, &p);
+}
+
+/* Carves every activation buffer; called twice (count, then hand out). */
+static void carve(colibri_engine_t *e) {
+    const clb_hparams *hp = e->hp;
+    clb_arena *a = &e->arena;
+    const size_t B = (size_t)e->n_batch, E = (size_t)hp->n_embd, F = sizeof(float);
+    const size_t qd = (size_t)hp->n_head * hp->head_dim, kd = (size_t)hp->n_head_kv * hp->head_dim;
+    const size_t vd = (size_t)hp->n_head_kv * hp->head_dim_v, od = (size_t)hp->n_head * hp->head_dim_v;
+    size_t ff = (size_t)CLB_MAX(hp->n_ff, CLB_MAX(hp->n_ff_exp, hp->n_ff_shexp));
+    size_t ne = (size_t)(hp->n_expert > 0 ? hp->n_expert : 1);
+    e->x = clb_arena_take(a, B * E * F);
+    e->xn = clb_arena_take(a, B * E * F);
+    e->q = clb_arena_take(a, B * qd * F);
+    e->kv_k = clb_arena_take(a, B * kd * F);
+    e->kv_v = clb_arena_take(a, B * vd * F);
+    e->att = clb_arena_take(a, B * od * F);
+    e->att_scratch = clb_arena_take(a, (size_t)e->n_threads * (size_t)e->max_seq * F);
+    e->ff_g = clb_arena_take(a, B * ff * F);
+    e->ff_u = clb_arena_take(a, B * ff * F);
+    e->ffn_out = clb_arena_take(a, B * E * F);
+    e->r_logits = clb_arena_take(a, B * ne * F);
+    e->r_scratch = clb_arena_take(a, 2 * ne * F);
+    e->sel = clb_arena_take(a, B * ne * sizeof(int));
+    e->sel_w = clb_arena_take(a, B * ne * F);
+    e->e_tok = clb_arena_take(a, B * ne * sizeof(int));
+    e->e_slot = clb_arena_take(a, B * ne * sizeof(int));
+    e->e_count = clb_arena_take(a, ne * sizeof(int));
+    e->e_start = clb_arena_take(a, (ne + 1) * sizeof(int));
+    e->xe = clb_arena_take(a, B * E * F);
+    e->slot_out = clb_arena_take(a, B * ne * E * F);
+    e->logits = clb_arena_take(a, B * (size_t)hp->n_vocab * F);
+    size_t maxc = CLB_MAX(CLB_MAX(E, od), ff);
+    e->mm.qbuf_bytes = clb_matmul_qbuf_bytes((int64_t)maxc, (int64_t)B);
+    e->mm.qbuf = clb_arena_take(a, e->mm.qbuf_bytes);
+}
+
+colibri_engine_t *colibri_init_params(const char *model_path, const colibri_params *params) {
+    colibri_params p = params ? *params : colibri_params_default();
+    if (p.n_threads < 0 || p.max_seq_len < 0 || p.n_batch < 0 || p.moe_top_k < 0 || p.router_temperature < 0) {
+        clb_err(COLIBRI_ERR_ARG, "negative run-time setting");
+        return NULL;
+    }
+    colibri_engine_t *e = clb_calloc(1, sizeof *e);
+    if (!e) {
+        clb_err(COLIBRI_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    if (clb_model_load(model_path, &e->model)) goto fail;
+    e->hp = e->model->hp;
+    const clb_hparams *hp = e->hp;
+    if (hp->attn_kind != CLB_ATTN_GQA) {
+        clb_err(COLIBRI_ERR_UNSUPPORTED, "%s: multi-head latent attention is not supported by this build",
+                model_path);
+        goto fail;
+    }
+    e->k = clb_kernels_get();
+    e->n_threads = p.n_threads > 0 ? p.n_threads : clb_cpu_count();
+    e->max_seq = p.max_seq_len > 0 ? p.max_seq_len : CLB_MIN(hp->max_pos, 4096);
+    e->n_batch = p.n_batch > 0 ? p.n_batch : 64;
+    if (hp->n_expert > 0) {
+        if (p.moe_top_k > hp->n_expert) {
+            clb_err(COLIBRI_ERR_ARG, "moe_top_k %d exceeds the model's %d experts", p.moe_top_k, hp->n_expert);
+            goto fail;
+        }
+        e->router = (clb_router_cfg){
+            .n_expert = hp->n_expert,
+            .k = p.moe_top_k > 0 ? p.moe_top_k : hp->n_expert_used,
+            .score = hp->router_score,
+            .norm_topk = hp->norm_topk,
+            .scale = hp->routed_scale,
+            .n_group = hp->n_group,
+            .topk_group = hp->topk_group,
+            .temperature = p.router_temperature > 0 ? p.router_temperature : 1.0f,
+        };
+    }
+    if (clb_rope_init(&e->rope, hp)) goto fail;
+    e->pool = clb_pool_create(e->n_threads);
+    if (!e->pool) {
+        clb_err(COLIBRI_ERR_NOMEM, "cannot start %d threads", e->n_threads);
+        goto fail;
+    }
+    e->mm.pool = e->pool;
+    e->mm.k = e->k;
+    uint64_t kv_elems, kv_bytes;
+    const uint64_t per_pos = (uint64_t)hp->n_head_kv * (uint64_t)CLB_MAX(hp->head_dim, hp->head_dim_v);
+    if (!clb_mul_u64((uint64_t)hp->n_layer * (uint64_t)e->max_seq, per_pos, &kv_elems) ||
+        !clb_mul_u64(kv_elems, sizeof(float), &kv_bytes) || kv_bytes > ((uint64_t)1 << 40)) {
+        clb_err(COLIBRI_ERR_ARG, "KV cache for max_seq_len %d is too large", e->max_seq);
+        goto fail;
+    }
+    e->k_cache = clb_alloc_aligned((size_t)kv_bytes);
+    e->v_cache = clb_alloc_aligned((size_t)kv_bytes);
+    if (!e->k_cache || !e->v_cache) {
+        clb_err(COLIBRI_ERR_NOMEM, "cannot allocate the KV cache (%llu bytes)", (unsigned long long)kv_bytes * 2);
+        goto fail;
+    }
+    carve(e);
+    if (clb_arena_alloc_block(&e->arena)) goto fail;
+    carve(e);
+    if (e->model->src.tokenizer) {
+        e->tok = clb_tokenizer_from_json(e->model->src.tokenizer);
+        if (!e->tok) {
+            clb_err_prefix("%s: tokenizer", model_path);
+            goto fail;
+        }
+        if (clb_tokenizer_n_vocab(e->tok) > hp->n_vocab) {
+            clb_err(COLIBRI_ERR_FORMAT, "%s: the tokenizer has %d tokens, the model only %d", model_path,
+                    clb_tokenizer_n_vocab(e->tok), hp->n_vocab);
+            goto fail;
+        }
+        clb_text_init_eog(e);
+    }
+    e->stats.n_layers = CLB_MIN(hp->n_layer, COLIBRI_STATS_MAX_LAYERS);
+    e->stats.n_experts = CLB_MIN(hp->n_expert, COLIBRI_STATS_MAX_EXPERTS);
+    return e;
+fail:
+    colibri_free(e);
+    return NULL;
+}
+
+void colibri_free(colibri_engine_t *e) {
+    if (!e) return;
+    clb_pool_free(e->pool);
+    clb_arena_release(&e->arena);
+    clb_free_aligned(e->k_cache);
+    clb_free_aligned(e->v_cache);
+    clb_rope_free(&e->rope);
+    clb_model_free(e->model);
+    clb_tokenizer_free(e->tok);
+    clb_free(e);
+}
+
+static int argmax(const float *x, int n) {
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[best]) best = i;
+    return best;
+}
+
+int colibri_forward_ex(colibri_engine_t *e, int32_t token_id, float *logits, size_t logits_cap,
+                       int32_t *next_token) {
+    if (!e) return clb_err(COLIBRI_ERR_ARG, "NULL engine");
+    const int V = e->hp->n_vocab;
+    if (logits && logits_cap < (size_t)V)
+        return clb_err(COLIBRI_ERR_ARG, "logits buffer holds %zu floats, the vocabulary needs %d", logits_cap, V);
+    double t0 = clb_now();
+    int rc = clb_engine_batch(e, &token_id, 1, e->logits, false);
+    if (rc) return rc;
+    if (logits) memcpy(logits, e->logits, sizeof(float) * (size_t)V);
+    if (next_token) *next_token = argmax(e->logits, V);
+    e->stats.tokens_generated++;
+    e->stats.time_generate_s += clb_now() - t0;
+    return COLIBRI_OK;
+}
+
+int colibri_forward(colibri_engine_t *e, int32_t token_id, float *logits, int32_t *next_token) {
+    return colibri_forward_ex(e, token_id, logits, logits ? (size_t)-1 : 0, next_token);
+}
+
+int colibri_eval(colibri_engine_t *e, const int32_t *tokens, size_t n, float *logits, size_t logits_cap) {
+    if (!e) return clb_err(COLIBRI_ERR_ARG, "NULL engine");
+    if (n == 0) return COLIBRI_OK;
+    if (!tokens) return clb_err(COLIBRI_ERR_ARG, "NULL tokens");
+    const size_t V = (size_t)e->hp->n_vocab;
+    if (logits && (n > SIZE_MAX / V || logits_cap < n * V))
+        return clb_err(COLIBRI_ERR_ARG, "logits buffer holds %zu floats, %zu positions need %zu", logits_cap, n,
+                       n * V);
+    if ((uint64_t)e->n_past + n > (uint64_t)e->max_seq)
+        return clb_err(COLIBRI_ERR_RANGE, "%zu tokens after %d would exceed max_seq_len %d", n, e->n_past,
+                       e->max_seq);
+    double t0 = clb_now();
+    for (size_t i = 0; i < n; i += (size_t)e->n_batch) {
+        int cnt = (int)CLB_MIN((size_t)e->n_batch, n - i);
+        int rc = clb_engine_batch(e, tokens + i, cnt, logits ? e->logits : NULL, true);
+        if (rc) return rc;
+        if (logits) memcpy(logits + i * V, e->logits, sizeof(float) * V * (size_t)cnt);
+    }
+    e->stats.tokens_prompt += n;
+    e->stats.time_prompt_s += clb_now() - t0;
+    return COLIBRI_OK;
+}
+
+void colibri_reset(colibri_engine_t *e) {
+    if (e) e->n_past = 0;
+}
+
+int colibri_truncate(colibri_engine_t *e, int32_t n) {
+    if (!e) return clb_err(COLIBRI_ERR_ARG, "NULL engine");
+    if (n < 0 || n > e->n_past) return clb_err(COLIBRI_ERR_ARG, "cannot truncate %d tokens to %d", e->n_past, n);
+    e->n_past = n;
+    return COLIBRI_OK;
+}
+
+int32_t colibri_n_vocab(const colibri_engine_t *e) { return e ? e->hp->n_vocab : 0; }
+int32_t colibri_n_past(const colibri_engine_t *e) { return e ? e->n_past : 0; }
+int32_t colibri_max_seq_len(const colibri_engine_t *e) { return e ? e->max_seq : 0; }
+int32_t colibri_bos_id(const colibri_engine_t *e) { return e ? e->hp->bos_id : -1; }
+int32_t colibri_eos_id(const colibri_engine_t *e) { return e ? e->hp->eos_id : -1; }
+
+int colibri_set_moe_top_k(colibri_engine_t *e, int32_t k) {
+    if (!e) return clb_err(COLIBRI_ERR_ARG, "NULL engine");
+    if (e->hp->n_expert <= 0) return clb_err(COLIBRI_ERR_ARG, "the model has no routed experts");
+    if (k < 1 || k > e->hp->n_expert)
+        return clb_err(COLIBRI_ERR_ARG, "top-k %d out of range 1..%d", k, e->hp->n_expert);
+    e->router.k = k;
+    return COLIBRI_OK;
+}
+
+colibri_stats_t colibri_get_stats(colibri_engine_t *e) {
+    colibri_stats_t s;
+    if (!e) {
+        memset(&s, 0, sizeof s);
+        return s;
+    }
+    e->stats.peak_rss_bytes = clb_peak_rss();
+    return e->stats;
+}

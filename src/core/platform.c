@@ -1,0 +1,134 @@
+/* platform.c — file mapping and process information (Linux/POSIX). */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/common.h"
+#include "core/platform.h"
+
+int clb_map_open(const char *path, clb_map *out) {
+    memset(out, 0, sizeof *out);
+    out->fd = -1;
+    if (!path || !*path) return clb_err(COLIBRI_ERR_ARG, "no file name given");
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return clb_err(COLIBRI_ERR_IO, "%s: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        close(fd);
+        return clb_err(COLIBRI_ERR_IO, "%s: %s", path, strerror(e));
+    }
+    if (S_ISDIR(st.st_mode)) {
+        close(fd);
+        return clb_err(COLIBRI_ERR_IO, "%s: is a directory", path);
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return clb_err(COLIBRI_ERR_IO, "%s: not a regular file", path);
+    }
+    out->size = (uint64_t)st.st_size;
+    if (out->size > 0) {
+        void *p = mmap(NULL, (size_t)out->size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (p == MAP_FAILED) {
+            int e = errno;
+            close(fd);
+            return clb_err(COLIBRI_ERR_IO, "%s: mmap: %s", path, strerror(e));
+        }
+        out->data = p;
+    }
+    out->fd = fd;
+    out->path = clb_strdup(path);
+    return COLIBRI_OK;
+}
+
+void clb_map_close(clb_map *m) {
+    if (!m) return;
+    if (m->data) munmap((void *)m->data, (size_t)m->size);
+    if (m->fd >= 0) close(m->fd);
+    clb_free(m->path);
+    memset(m, 0, sizeof *m);
+    m->fd = -1;
+}
+
+int clb_read_file(const char *path, size_t max_len, char **out, size_t *len) {
+    *out = NULL;
+    if (len) *len = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return clb_err(COLIBRI_ERR_IO, "%s: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        fclose(f);
+        return clb_err(COLIBRI_ERR_IO, "%s: not a regular file", path);
+    }
+    if ((uint64_t)st.st_size > max_len) {
+        fclose(f);
+        return clb_err(COLIBRI_ERR_FORMAT, "%s: too large (%lld bytes, limit %zu)", path,
+                       (long long)st.st_size, max_len);
+    }
+    size_t n = (size_t)st.st_size;
+    char *buf = clb_malloc(n + 1);
+    if (!buf) {
+        fclose(f);
+        return clb_err(COLIBRI_ERR_NOMEM, "%s: out of memory", path);
+    }
+    if (n && fread(buf, 1, n, f) != n) {
+        fclose(f);
+        clb_free(buf);
+        return clb_err(COLIBRI_ERR_IO, "%s: short read", path);
+    }
+    fclose(f);
+    buf[n] = 0;
+    *out = buf;
+    if (len) *len = n;
+    return COLIBRI_OK;
+}
+
+int clb_is_dir(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+int clb_file_exists(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+char *clb_path_join(const char *dir, const char *name) {
+    size_t a = strlen(dir), b = strlen(name);
+    char *p = clb_malloc(a + b + 2);
+    if (!p) return NULL;
+    memcpy(p, dir, a);
+    size_t k = a;
+    if (a && dir[a - 1] != '/') p[k++] = '/';
+    memcpy(p + k, name, b + 1);
+    return p;
+}
+
+static uint64_t status_kb(const char *field) {
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return 0;
+    char line[256];
+    uint64_t v = 0;
+    size_t n = strlen(field);
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, field, n) == 0 && line[n] == ':') {
+            v = strtoull(line + n + 1, NULL, 10) * 1024;
+            break;
+        }
+    }
+    fclose(f);
+    return v;
+}
+
+uint64_t clb_peak_rss(void) { return status_kb("VmHWM"); }
+uint64_t clb_current_rss(void) { return status_kb("VmRSS"); }
+
+int clb_cpu_count(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : (int)n;
+}

@@ -1,0 +1,147 @@
+/* threadpool.c — persistent workers woken by a generation counter.
+ *
+ * A run publishes (fn, ctx), bumps `gen` and wakes the workers; each worker runs its share
+ * and decrements `pending`. Waiting spins for a bounded number of iterations first (the
+ * next layer's work usually arrives within microseconds during decoding), then sleeps on
+ * a condition variable, so idle engines do not burn CPU. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "core/common.h"
+#include "core/threadpool.h"
+
+#if defined(__x86_64__)
+#define CPU_RELAX() __builtin_ia32_pause()
+#elif defined(__aarch64__)
+#define CPU_RELAX() __asm__ volatile("yield")
+#else
+#define CPU_RELAX() ((void)0)
+#endif
+
+enum { SPIN_ITERS = 20000 };
+
+struct worker {
+    struct clb_pool *pool;
+    int ith;
+    pthread_t tid;
+};
+
+struct clb_pool {
+    int n;
+    struct worker *workers;
+    clb_task_fn fn;
+    void *ctx;
+    atomic_uint gen;
+    atomic_int pending;
+    atomic_int stop;
+    pthread_mutex_t mu;
+    pthread_cond_t wake, done;
+};
+
+static void *worker_main(void *arg) {
+    struct worker *w = arg;
+    struct clb_pool *p = w->pool;
+    unsigned seen = 0;
+    for (;;) {
+        unsigned g;
+        int spins = 0;
+        while ((g = atomic_load_explicit(&p->gen, memory_order_acquire)) == seen &&
+               !atomic_load(&p->stop)) {
+            if (++spins < SPIN_ITERS) {
+                CPU_RELAX();
+                continue;
+            }
+            pthread_mutex_lock(&p->mu);
+            while (atomic_load(&p->gen) == seen && !atomic_load(&p->stop))
+                pthread_cond_wait(&p->wake, &p->mu);
+            pthread_mutex_unlock(&p->mu);
+        }
+        if (atomic_load(&p->stop)) return NULL;
+        seen = g;
+        p->fn(p->ctx, w->ith, p->n);
+        if (atomic_fetch_sub_explicit(&p->pending, 1, memory_order_acq_rel) == 1) {
+            pthread_mutex_lock(&p->mu);
+            pthread_cond_signal(&p->done);
+            pthread_mutex_unlock(&p->mu);
+        }
+    }
+}
+
+clb_pool *clb_pool_create(int n_threads) {
+    if (n_threads < 1) n_threads = 1;
+    clb_pool *p = clb_calloc(1, sizeof *p);
+    if (!p) return NULL;
+    p->n = n_threads;
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->wake, NULL);
+    pthread_cond_init(&p->done, NULL);
+    p->workers = clb_calloc((size_t)n_threads, sizeof *p->workers);
+    if (!p->workers) {
+        clb_pool_free(p);
+        return NULL;
+    }
+    for (int i = 1; i < n_threads; i++) {
+        p->workers[i].pool = p;
+        p->workers[i].ith = i;
+        if (pthread_create(&p->workers[i].tid, NULL, worker_main, &p->workers[i]) != 0) {
+            p->n = i; /* run with the threads we got */
+            break;
+        }
+    }
+    return p;
+}
+
+void clb_pool_free(clb_pool *p) {
+    if (!p) return;
+    pthread_mutex_lock(&p->mu);
+    atomic_store(&p->stop, 1);
+    pthread_cond_broadcast(&p->wake);
+    pthread_mutex_unlock(&p->mu);
+    if (p->workers)
+        for (int i = 1; i < p->n; i++) pthread_join(p->workers[i].tid, NULL);
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->wake);
+    pthread_cond_destroy(&p->done);
+    clb_free(p->workers);
+    clb_free(p);
+}
+
+int clb_pool_size(const clb_pool *p) { return p ? p->n : 1; }
+
+void clb_pool_run(clb_pool *p, clb_task_fn fn, void *ctx) {
+    if (!p || p->n == 1) {
+        fn(ctx, 0, 1);
+        return;
+    }
+    p->fn = fn;
+    p->ctx = ctx;
+    atomic_store(&p->pending, p->n - 1);
+    pthread_mutex_lock(&p->mu);
+    atomic_fetch_add_explicit(&p->gen, 1, memory_order_release);
+    pthread_cond_broadcast(&p->wake);
+    pthread_mutex_unlock(&p->mu);
+    fn(ctx, 0, p->n);
+    int spins = 0;
+    while (atomic_load_explicit(&p->pending, memory_order_acquire) > 0) {
+        if (++spins < SPIN_ITERS) {
+            CPU_RELAX();
+            continue;
+        }
+        pthread_mutex_lock(&p->mu);
+        while (atomic_load(&p->pending) > 0) pthread_cond_wait(&p->done, &p->mu);
+        pthread_mutex_unlock(&p->mu);
+    }
+}
+
+void clb_split(int64_t n, int ith, int nth, int64_t quantum, int64_t *lo, int64_t *hi) {
+    if (quantum < 1) quantum = 1;
+    int64_t chunks = (n + quantum - 1) / quantum;
+    int64_t per = chunks / nth, rem = chunks % nth;
+    int64_t c0 = ith * per + (ith < rem ? ith : rem);
+    int64_t c1 = c0 + per + (ith < rem ? 1 : 0);
+    *lo = c0 * quantum;
+    *hi = c1 * quantum;
+    if (*lo > n) *lo = n;
+    if (*hi > n) *hi = n;
+}

@@ -1,0 +1,237 @@
+/* engine.c — the forward pass, read top to bottom:
+ *
+ *   embed -> for each layer: rmsnorm, attention (q/k/v, q/k norm, rope, KV cache, softmax),
+ *            residual; rmsnorm, FFN: dense SwiGLU, or router -> acquire experts ->
+ *            expert SwiGLUs -> release -> weighted sum (+ shared expert); residual
+ *         -> final norm -> LM head
+ *
+ * A batch of B tokens goes through each layer together: projections are matrix products
+ * over the batch, and routed experts run once per batch on the tokens that chose them.
+ * Every buffer comes from the arena made at init; nothing here allocates. */
+#include <math.h>
+#include <string.h>
+
+#include "core/common.h"
+#include "engine.h"
+
+/* ---- attention ---- */
+
+typedef struct att_task {
+    colibri_engine_t *e;
+    int layer, n_tok;
+} att_task;
+
+/* One (token, head) pair at a time: scores over the cached positions, softmax, weighted
+   sum of values. Split over threads by pairs. */
+static void attention_run(void *arg, int ith, int nth) {
+    const att_task *t = arg;
+    colibri_engine_t *e = t->e;
+    const clb_hparams *hp = e->hp;
+    const int hd = hp->head_dim, hdv = hp->head_dim_v, nkv = hp->n_head_kv, group = hp->n_head / nkv;
+    const int64_t kstride = (int64_t)nkv * hd, vstride = (int64_t)nkv * hdv;
+    const float *kc = e->k_cache + (int64_t)t->layer * e->max_seq * kstride;
+    const float *vc = e->v_cache + (int64_t)t->layer * e->max_seq * vstride;
+    float scale = hp->attn_mult > 0 ? hp->attn_mult : 1.0f / sqrtf((float)hd);
+    float *sc = e->att_scratch + (int64_t)ith * e->max_seq;
+    int64_t lo, hi;
+    clb_split((int64_t)t->n_tok * hp->n_head, ith, nth, 1, &lo, &hi);
+    for (int64_t p = lo; p < hi; p++) {
+        int tok = (int)(p / hp->n_head), h = (int)(p % hp->n_head), g = h / group;
+        int pos = e->n_past + tok;
+        const float *qv = e->q + (int64_t)tok * hp->n_head * hd + (int64_t)h * hd;
+        for (int j = 0; j <= pos; j++) {
+            const float *kv = kc + (int64_t)j * kstride + (int64_t)g * hd;
+            float s = 0;
+            for (int d = 0; d < hd; d++) s += qv[d] * kv[d];
+            sc[j] = s * scale;
+        }
+        clb_softmax(sc, pos + 1);
+        float *out = e->att + (int64_t)tok * hp->n_head * hdv + (int64_t)h * hdv;
+        memset(out, 0, sizeof(float) * (size_t)hdv);
+        for (int j = 0; j <= pos; j++) {
+            const float *vv = vc + (int64_t)j * vstride + (int64_t)g * hdv;
+            const float a = sc[j];
+            for (int d = 0; d < hdv; d++) out[d] += a * vv[d];
+        }
+    }
+}
+
+static void add_bias(float *y, const clb_weight *b, int n_tok, int64_t stride) {
+    if (!b->data) return;
+    const float *bv = b->data;
+    for (int t = 0; t < n_tok; t++)
+        for (int64_t i = 0; i < b->cols; i++) y[(int64_t)t * stride + i] += bv[i];
+}
+
+static void attention(colibri_engine_t *e, const clb_layer *L, int l, int n) {
+    const clb_hparams *hp = e->hp;
+    const int64_t E = hp->n_embd, qd = (int64_t)hp->n_head * hp->head_dim;
+    const int64_t kd = (int64_t)hp->n_head_kv * hp->head_dim, vd = (int64_t)hp->n_head_kv * hp->head_dim_v;
+    for (int t = 0; t < n; t++) clb_rmsnorm(e->xn + t * E, e->x + t * E, L->attn_norm.data, E, hp->norm_eps);
+    clb_matmul(&e->mm, &L->wq, e->xn, E, n, e->q, qd);
+    if (kd == vd) {
+        clb_matmul2(&e->mm, &L->wk, &L->wv, e->xn, E, n, e->kv_k, e->kv_v, kd);
+    } else {
+        clb_matmul(&e->mm, &L->wk, e->xn, E, n, e->kv_k, kd);
+        clb_matmul(&e->mm, &L->wv, e->xn, E, n, e->kv_v, vd);
+    }
+    add_bias(e->q, &L->bq, n, qd);
+    add_bias(e->kv_k, &L->bk, n, kd);
+    add_bias(e->kv_v, &L->bv, n, vd);
+    for (int t = 0; t < n; t++) {
+        float *qt = e->q + t * qd, *kt = e->kv_k + t * kd;
+        if (hp->qk_norm == CLB_QKNORM_FULL) {
+            clb_rmsnorm(qt, qt, L->q_norm.data, qd, hp->norm_eps);
+            clb_rmsnorm(kt, kt, L->k_norm.data, kd, hp->norm_eps);
+        } else if (hp->qk_norm == CLB_QKNORM_HEAD) {
+            for (int h = 0; h < hp->n_head; h++)
+                clb_rmsnorm(qt + h * hp->head_dim, qt + h * hp->head_dim, L->q_norm.data, hp->head_dim, hp->norm_eps);
+            for (int h = 0; h < hp->n_head_kv; h++)
+                clb_rmsnorm(kt + h * hp->head_dim, kt + h * hp->head_dim, L->k_norm.data, hp->head_dim, hp->norm_eps);
+        }
+        int pos = e->n_past + t;
+        clb_rope_apply(&e->rope, qt, hp->n_head, hp->head_dim, pos);
+        clb_rope_apply(&e->rope, kt, hp->n_head_kv, hp->head_dim, pos);
+        memcpy(e->k_cache + ((int64_t)l * e->max_seq + pos) * kd, kt, sizeof(float) * (size_t)kd);
+        memcpy(e->v_cache + ((int64_t)l * e->max_seq + pos) * vd, e->kv_v + t * vd, sizeof(float) * (size_t)vd);
+    }
+    att_task at = {.e = e, .layer = l, .n_tok = n};
+    clb_pool_run(e->pool, attention_run, &at);
+    const int64_t od = (int64_t)hp->n_head * hp->head_dim_v;
+    clb_matmul(&e->mm, &L->wo, e->att, od, n, e->ffn_out, E);
+    add_bias(e->ffn_out, &L->bo, n, E);
+    const float rm = hp->resid_mult > 0 ? hp->resid_mult : 1.0f;
+    for (int64_t i = 0; i < n * E; i++) e->x[i] += e->ffn_out[i] * rm;
+}
+
+/* ---- feed-forward ---- */
+
+/* y[t] = down(silu(gate x[t]) * up x[t]) for n rows of x; widths from the weights. */
+static void swiglu(colibri_engine_t *e, const clb_weight *g, const clb_weight *u, const clb_weight *d,
+                   const float *x, int n, float *y) {
+    const int64_t E = e->hp->n_embd, ff = g->rows;
+    clb_matmul2(&e->mm, g, u, x, E, n, e->ff_g, e->ff_u, ff);
+    clb_silu_mul(e->ff_g, e->ff_u, (int64_t)n * ff);
+    clb_matmul(&e->mm, d, e->ff_g, ff, n, y, E);
+}
+
+static int moe(colibri_engine_t *e, const clb_layer *L, int l, int n) {
+    const clb_hparams *hp = e->hp;
+    const int64_t E = hp->n_embd;
+    const int ne = hp->n_expert, k = e->router.k;
+    /* 1. route every token */
+    clb_matmul(&e->mm, &L->router, e->xn, E, n, e->r_logits, ne);
+    clb_router_cfg rc = e->router;
+    rc.bias = L->router_bias.data;
+    memset(e->e_count, 0, sizeof(int) * (size_t)ne);
+    for (int t = 0; t < n; t++) {
+        clb_route(&rc, e->r_logits + (int64_t)t * ne, e->r_scratch, e->sel + t * ne, e->sel_w + t * ne);
+        for (int s = 0; s < k; s++) e->e_count[e->sel[t * ne + s]]++;
+    }
+    /* 2. group (token, slot) assignments by expert: each expert runs once per batch */
+    e->e_start[0] = 0;
+    for (int x = 0; x < ne; x++) e->e_start[x + 1] = e->e_start[x] + e->e_count[x];
+    memset(e->e_count, 0, sizeof(int) * (size_t)ne);
+    for (int t = 0; t < n; t++)
+        for (int s = 0; s < k; s++) {
+            int x = e->sel[t * ne + s], at = e->e_start[x] + e->e_count[x]++;
+            e->e_tok[at] = t;
+            e->e_slot[at] = s;
+        }
+    /* 3. run each selected expert on its tokens */
+    for (int x = 0; x < ne; x++) {
+        int cnt = e->e_count[x];
+        if (!cnt) continue;
+        if (l < COLIBRI_STATS_MAX_LAYERS) e->stats.expert_counts[l][x] += (uint32_t)cnt;
+        const clb_expert_w *w;
+        int st = clb_store_acquire(e->model->store, l, x, &w);
+        if (st) return st;
+        for (int i = 0; i < cnt; i++)
+            memcpy(e->xe + i * E, e->xn + (int64_t)e->e_tok[e->e_start[x] + i] * E, sizeof(float) * (size_t)E);
+        swiglu(e, &w->gate, &w->up, &w->down, e->xe, cnt, e->xe);
+        clb_store_release(e->model->store, l, x);
+        for (int i = 0; i < cnt; i++) {
+            int a = e->e_start[x] + i;
+            memcpy(e->slot_out + ((int64_t)e->e_tok[a] * ne + e->e_slot[a]) * E, e->xe + i * E,
+                   sizeof(float) * (size_t)E);
+        }
+    }
+    /* 4. weighted sum in selection order (fixed per token, whatever the batch) */
+    for (int t = 0; t < n; t++) {
+        float *o = e->ffn_out + t * E;
+        memset(o, 0, sizeof(float) * (size_t)E);
+        for (int s = 0; s < k; s++) {
+            const float wgt = e->sel_w[t * ne + s], *y = e->slot_out + ((int64_t)t * ne + s) * E;
+            for (int64_t i = 0; i < E; i++) o[i] += wgt * y[i];
+        }
+    }
+    /* 5. shared expert(s) */
+    if (L->sh_gate.data) {
+        swiglu(e, &L->sh_gate, &L->sh_up, &L->sh_down, e->xn, n, e->xe);
+        float *g = e->r_logits; /* [n] gate logits; the router logits are consumed */
+        if (L->sh_gate_inp.data) clb_matmul(&e->mm, &L->sh_gate_inp, e->xn, E, n, g, 1);
+        for (int t = 0; t < n; t++) {
+            const float gate = L->sh_gate_inp.data ? clb_sigmoid(g[t]) : 1.0f;
+            for (int64_t i = 0; i < E; i++) e->ffn_out[t * E + i] += gate * e->xe[t * E + i];
+        }
+    }
+    return COLIBRI_OK;
+}
+
+static int ffn(colibri_engine_t *e, const clb_layer *L, int l, int n) {
+    const clb_hparams *hp = e->hp;
+    const int64_t E = hp->n_embd;
+    for (int t = 0; t < n; t++) clb_rmsnorm(e->xn + t * E, e->x + t * E, L->ffn_norm.data, E, hp->norm_eps);
+    if (L->is_moe) {
+        int rc = moe(e, L, l, n);
+        if (rc) return rc;
+    } else {
+        swiglu(e, &L->ffn_gate, &L->ffn_up, &L->ffn_down, e->xn, n, e->ffn_out);
+    }
+    const float rm = hp->resid_mult > 0 ? hp->resid_mult : 1.0f;
+    for (int64_t i = 0; i < n * E; i++) e->x[i] += e->ffn_out[i] * rm;
+    return COLIBRI_OK;
+}
+
+/* ---- the token loop ---- */
+
+int clb_engine_batch(colibri_engine_t *e, const int32_t *tokens, int n, float *logits, bool all) {
+    const clb_hparams *hp = e->hp;
+    const clb_model *m = e->model;
+    const int64_t E = hp->n_embd;
+    if (n <= 0 || n > e->n_batch) return clb_err(COLIBRI_ERR_INTERNAL, "batch of %d tokens", n);
+    if (e->n_past + n > e->max_seq)
+        return clb_err(COLIBRI_ERR_RANGE, "sequence would reach %d tokens, beyond max_seq_len %d", e->n_past + n,
+                       e->max_seq);
+    for (int t = 0; t < n; t++)
+        if (tokens[t] < 0 || tokens[t] >= hp->n_vocab)
+            return clb_err(COLIBRI_ERR_ARG, "token id %d out of range (vocabulary has %d tokens)", tokens[t],
+                           hp->n_vocab);
+    for (int t = 0; t < n; t++) {
+        const uint8_t *row = (const uint8_t *)m->tok_embd.data + (uint64_t)tokens[t] * m->tok_embd.row_bytes;
+        e->k->dequantize[m->tok_embd.dtype](row, e->x + t * E, E);
+        if (hp->embd_mult > 0)
+            for (int64_t i = 0; i < E; i++) e->x[t * E + i] *= hp->embd_mult;
+    }
+    for (int l = 0; l < hp->n_layer; l++) {
+        const clb_layer *L = &m->layers[l];
+        double t0 = clb_now();
+        attention(e, L, l, n);
+        double t1 = clb_now();
+        int rc = ffn(e, L, l, n);
+        if (rc) return rc;
+        e->stats.time_attention_s += t1 - t0;
+        e->stats.time_moe_s += clb_now() - t1;
+    }
+    double th = clb_now();
+    if (logits) {
+        int first = all ? 0 : n - 1, cnt = all ? n : 1;
+        for (int t = first; t < n; t++) clb_rmsnorm(e->xn + t * E, e->x + t * E, m->output_norm.data, E, hp->norm_eps);
+        clb_matmul(&e->mm, &m->output, e->xn + first * E, E, cnt, logits, hp->n_vocab);
+        if (hp->logit_div > 0)
+            for (int64_t i = 0; i < (int64_t)cnt * hp->n_vocab; i++) logits[i] /= hp->logit_div;
+    }
+    e->stats.time_head_s += clb_now() - th;
+    e->n_past += n;
+    return COLIBRI_OK;
+}

@@ -1,0 +1,64 @@
+/* engine.h — the per-token loop behind the public API (colibri.h). */
+#ifndef CLB_ENGINE_H
+#define CLB_ENGINE_H
+
+#include "colibri.h"
+#include "core/arena.h"
+#include "core/threadpool.h"
+#include "model/loader.h"
+#include "moe/router.h"
+#include "nn/ops.h"
+#include "text/tokenizer.h"
+
+struct colibri_engine {
+    clb_model *model;
+    const clb_hparams *hp;
+    const clb_kernels *k;
+    clb_pool *pool;
+    clb_mm_ctx mm;
+    clb_rope rope;
+    clb_router_cfg router;
+    int n_threads, max_seq, n_batch;
+    int n_past;
+
+    /* KV cache, allocated once: [n_layer][max_seq][n_head_kv * head_dim(_v)] */
+    float *k_cache, *v_cache;
+
+    /* activations, carved from one arena at init; B = n_batch */
+    clb_arena arena;
+    float *x;        /* [B][n_embd] residual stream */
+    float *xn;       /* [B][n_embd] normed input of a block */
+    float *q;        /* [B][n_head * head_dim] */
+    float *kv_k;     /* [B][n_head_kv * head_dim] */
+    float *kv_v;     /* [B][n_head_kv * head_dim_v] */
+    float *att;      /* [B][n_head * head_dim_v] attention output */
+    float *att_scratch; /* [n_threads][max_seq] scores */
+    float *ff_g, *ff_u; /* [B][max ff width] */
+    float *ffn_out;  /* [B][n_embd] */
+    float *r_logits; /* [B][n_expert] */
+    float *r_scratch; /* [2 * n_expert] */
+    int *sel;        /* [B][n_expert] selected experts per token (k of them used) */
+    float *sel_w;    /* [B][n_expert] their weights */
+    int *e_tok;      /* [B * n_expert] token of each (expert, assignment) */
+    int *e_slot;     /* [B * n_expert] slot of each assignment */
+    int *e_count;    /* [n_expert] */
+    int *e_start;    /* [n_expert + 1] */
+    float *xe;       /* [B][n_embd] gathered expert inputs */
+    float *slot_out; /* [B][n_expert][n_embd] each selected expert's output per token */
+    float *logits;   /* [B][n_vocab] */
+
+    colibri_stats_t stats;
+
+    clb_tokenizer *tok;      /* NULL when the model file has none */
+    int32_t eog[8];          /* end-of-generation ids: EOS and end-of-turn tokens */
+    int n_eog;
+};
+
+/* Evaluates tokens[0..n) (n <= n_batch) at positions n_past..n_past+n-1. When logits is
+   non-NULL, writes [n][n_vocab] (all == true) or only the last row [n_vocab]. */
+int clb_engine_batch(colibri_engine_t *e, const int32_t *tokens, int n, float *logits, bool all);
+
+/* Fills e->eog from the tokenizer (text_api.c). */
+void clb_text_init_eog(colibri_engine_t *e);
+
+#endif

@@ -1,0 +1,164 @@
+/* files_api.c — the model-file calls of colibri.h: convert, verify, inspect. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "colibri.h"
+#include "core/common.h"
+#include "format/container.h"
+#include "model/convert.h"
+#include "model/source.h"
+
+typedef struct progress_adapter {
+    void (*fn)(double, void *);
+    void *user;
+} progress_adapter;
+
+static void progress_bytes(uint64_t done, uint64_t total, void *user) {
+    progress_adapter *a = user;
+    a->fn(total ? (double)done / (double)total : 1.0, a->user);
+}
+
+int colibri_convert(const char *src_path, const char *dst_path, const colibri_convert_params *p,
+                    uint64_t *bytes_in, uint64_t *bytes_out) {
+    if (!src_path || !dst_path) return clb_err(COLIBRI_ERR_ARG, "convert needs a source and a destination");
+    clb_convert_opts o = {.dtype = -1, .expert_dtype = -1};
+    progress_adapter pa = {0};
+    if (p) {
+        clb_dtype d;
+        if (p->dtype) {
+            if (clb_dtype_from_name(p->dtype, &d) || !clb_dtype_can_quantize(d))
+                return clb_err(COLIBRI_ERR_ARG, "unknown or unsupported dtype '%s' (use f32, f16, bf16, q8_0 or q4_0)",
+                               p->dtype);
+            o.dtype = d;
+        }
+        if (p->expert_dtype) {
+            if (clb_dtype_from_name(p->expert_dtype, &d) || !clb_dtype_can_quantize(d))
+                return clb_err(COLIBRI_ERR_ARG,
+                               "unknown or unsupported expert dtype '%s' (use f32, f16, bf16, q8_0 or q4_0)",
+                               p->expert_dtype);
+            o.expert_dtype = d;
+        }
+        if (p->progress) {
+            pa.fn = p->progress;
+            pa.user = p->user;
+            o.progress = progress_bytes;
+            o.user = &pa;
+        }
+    }
+    clb_convert_report rep;
+    int rc = clb_convert(src_path, dst_path, &o, &rep);
+    if (rc == COLIBRI_OK) {
+        if (bytes_in) *bytes_in = rep.bytes_in;
+        if (bytes_out) *bytes_out = rep.bytes_out;
+    }
+    return rc;
+}
+
+int colibri_verify(const char *path, uint64_t *bytes_checked) {
+    clb_container c;
+    int rc = clb_container_open(path, &c);
+    if (rc) return rc;
+    rc = clb_container_verify(&c, bytes_checked);
+    clb_container_close(&c);
+    return rc;
+}
+
+/* ---- inspect ---- */
+
+typedef struct sbuf {
+    char *p;
+    size_t n, cap;
+    bool oom;
+} sbuf;
+
+static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sb_printf(sbuf *b, const char *fmt, ...) {
+    if (b->oom) return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int k = vsnprintf(b->p ? b->p + b->n : NULL, b->p ? b->cap - b->n : 0, fmt, ap);
+        va_end(ap);
+        if (k < 0) return;
+        if (b->p && b->n + (size_t)k < b->cap) {
+            b->n += (size_t)k;
+            return;
+        }
+        size_t ncap = (b->cap ? b->cap * 2 : 4096) + (size_t)k;
+        char *np = clb_realloc(b->p, ncap);
+        if (!np) {
+            b->oom = true;
+            return;
+        }
+        b->p = np;
+        b->cap = ncap;
+    }
+}
+
+static const char *kind_name(int k) {
+    return k == CLB_SRC_COLIBRI ? ".colibri" : k == CLB_SRC_GGUF ? "GGUF" : "Hugging Face directory";
+}
+
+char *colibri_inspect(const char *path) {
+    clb_source s;
+    if (clb_source_open(path, &s)) return NULL;
+    sbuf b = {0};
+    sb_printf(&b, "file: %s (%s)\n", path, kind_name(s.kind));
+    if (s.kind == CLB_SRC_COLIBRI) {
+        const clb_container *c = s.impl;
+        sb_printf(&b,
+                  "header: format version %u, flags 0x%x, metadata at %llu (%llu bytes, crc32 %08x), data at %llu "
+                  "(%llu bytes, crc32 %08x), header crc32 %08x\n",
+                  c->version, c->flags, (unsigned long long)c->meta_offset, (unsigned long long)c->meta_size,
+                  c->meta_crc, (unsigned long long)c->data_offset, (unsigned long long)c->data_size, c->data_crc,
+                  c->header_crc);
+    }
+    cJSON *cfg = clb_hparams_to_json(&s.hp);
+    char *cfg_s = cfg ? cJSON_PrintUnformatted(cfg) : NULL;
+    sb_printf(&b, "config: %s\n", cfg_s ? cfg_s : "?");
+    cJSON_free(cfg_s);
+    cJSON_Delete(cfg);
+    sb_printf(&b, "tokenizer: %s\n", s.tokenizer ? "present" : "none");
+    /* tensor table summary by dtype */
+    uint64_t by_type_n[CLB_DT_COUNT] = {0}, by_type_b[CLB_DT_COUNT] = {0};
+    for (int i = 0; i < s.n_tensors; i++) {
+        int d = s.tensors[i].dtype;
+        if (d >= 0 && d < CLB_DT_COUNT) {
+            by_type_n[d]++;
+            by_type_b[d] += s.tensors[i].size;
+        }
+    }
+    uint64_t dense, experts;
+    clb_source_sizes(&s, &dense, &experts);
+    sb_printf(&b, "tensors: %d (dense %.2f MiB, routed experts %.2f MiB)\n", s.n_tensors, dense / 1048576.0,
+              experts / 1048576.0);
+    for (int d = 0; d < CLB_DT_COUNT; d++)
+        if (by_type_n[d])
+            sb_printf(&b, "  %-6s %5llu tensors %10.2f MiB\n", clb_dtype_name(d), (unsigned long long)by_type_n[d],
+                      by_type_b[d] / 1048576.0);
+    if (s.hp.n_expert > 0) {
+        int moe_layers = 0;
+        for (int l = 0; l < s.hp.n_layer; l++) moe_layers += clb_hparams_layer_is_moe(&s.hp, l);
+        uint64_t per = moe_layers ? experts / ((uint64_t)moe_layers * (uint64_t)s.hp.n_expert) : 0;
+        sb_printf(&b, "experts: %d per layer, %d per token, %d MoE layers, %llu bytes per expert (%.2f MiB)\n",
+                  s.hp.n_expert, s.hp.n_expert_used, moe_layers, (unsigned long long)per, per / 1048576.0);
+    }
+    for (int i = 0; i < s.n_tensors; i++) {
+        const clb_src_tensor *t = &s.tensors[i];
+        sb_printf(&b, "  %-36s %-6s [", t->name, clb_dtype_name(t->dtype));
+        for (int k = 0; k < t->n_dims; k++) sb_printf(&b, "%s%lld", k ? "," : "", (long long)t->shape[k]);
+        sb_printf(&b, "] %llu bytes", (unsigned long long)t->size);
+        if (t->expert >= 0) sb_printf(&b, " layer %d expert %d", t->layer, t->expert);
+        sb_printf(&b, "\n");
+    }
+    clb_source_close(&s);
+    if (b.oom) {
+        clb_free(b.p);
+        clb_err(COLIBRI_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    return b.p;
+}
+
+void colibri_string_free(char *s) { clb_free(s); }

@@ -1,0 +1,174 @@
+/* arm_neon.c — AArch64 NEON kernels (file compiled with -march=armv8.2-a+dotprod+fp16).
+ *
+ * Two variants of the integer dot products: plain NEON (vmull_s8 + pairwise add, any
+ * ARMv8-A) and one using the SDOT instruction, installed only when clb_cpu()->dotprod.
+ * The plain variant and everything shared are compiled for base armv8-a (pragma below)
+ * so the compiler cannot slip a dotprod/fp16 instruction into code a CPU without those
+ * extensions runs.
+ */
+#if defined(__aarch64__)
+
+#include <arm_neon.h>
+#include <string.h>
+
+#include "kernels/kernels_impl.h"
+
+#pragma GCC push_options
+#pragma GCC target("arch=armv8-a")
+
+/* ---- helpers (base ARMv8-A) ---------------------------------------------------------- */
+
+static inline float fp16(uint16_t h) { return clb_fp16_to_fp32(h); }
+
+/* 16 packed nibble bytes -> low nibbles (weights 0..15) and high nibbles (16..31). */
+static inline void unpack_nibbles(const uint8_t *p, uint8x16_t *lo, uint8x16_t *hi) {
+    const uint8x16_t v = vld1q_u8(p);
+    *lo = vandq_u8(v, vdupq_n_u8(0x0F));
+    *hi = vshrq_n_u8(v, 4);
+}
+
+/* int32x4 partial sums of a[i]*b[i] over 16 int8 pairs, plain NEON. */
+static inline int32x4_t mull_dot16(int32x4_t acc, int8x16_t a, int8x16_t b) {
+    const int16x8_t p0 = vmull_s8(vget_low_s8(a), vget_low_s8(b));
+    const int16x8_t p1 = vmull_high_s8(a, b);
+    return vpadalq_s16(vpadalq_s16(acc, p0), p1);
+}
+
+/* ---- float rows ---------------------------------------------------------------------- */
+
+static void vec_dot_f32(int64_t n, float *out, const void *w, const void *x) {
+    const float *a = w, *b = x;
+    float32x4_t s0 = vdupq_n_f32(0.0f), s1 = s0, s2 = s0, s3 = s0;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        s0 = vfmaq_f32(s0, vld1q_f32(a + i), vld1q_f32(b + i));
+        s1 = vfmaq_f32(s1, vld1q_f32(a + i + 4), vld1q_f32(b + i + 4));
+        s2 = vfmaq_f32(s2, vld1q_f32(a + i + 8), vld1q_f32(b + i + 8));
+        s3 = vfmaq_f32(s3, vld1q_f32(a + i + 12), vld1q_f32(b + i + 12));
+    }
+    for (; i + 4 <= n; i += 4) s0 = vfmaq_f32(s0, vld1q_f32(a + i), vld1q_f32(b + i));
+    float s = vaddvq_f32(vaddq_f32(vaddq_f32(s0, s1), vaddq_f32(s2, s3)));
+    for (; i < n; i++) s += a[i] * b[i];
+    *out = s;
+}
+
+static inline float32x4_t ld_f16x4(const uint16_t *p) {
+    return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p)));
+}
+
+static void vec_dot_f16(int64_t n, float *out, const void *w, const void *x) {
+    const uint16_t *a = w;
+    const float *b = x;
+    float32x4_t s0 = vdupq_n_f32(0.0f), s1 = s0, s2 = s0, s3 = s0;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        s0 = vfmaq_f32(s0, ld_f16x4(a + i), vld1q_f32(b + i));
+        s1 = vfmaq_f32(s1, ld_f16x4(a + i + 4), vld1q_f32(b + i + 4));
+        s2 = vfmaq_f32(s2, ld_f16x4(a + i + 8), vld1q_f32(b + i + 8));
+        s3 = vfmaq_f32(s3, ld_f16x4(a + i + 12), vld1q_f32(b + i + 12));
+    }
+    for (; i + 4 <= n; i += 4) s0 = vfmaq_f32(s0, ld_f16x4(a + i), vld1q_f32(b + i));
+    float s = vaddvq_f32(vaddq_f32(vaddq_f32(s0, s1), vaddq_f32(s2, s3)));
+    for (; i < n; i++) s += fp16(a[i]) * b[i];
+    *out = s;
+}
+
+static inline float32x4_t ld_bf16x4(const uint16_t *p) {
+    return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(p), 16));
+}
+
+static void vec_dot_bf16(int64_t n, float *out, const void *w, const void *x) {
+    const uint16_t *a = w;
+    const float *b = x;
+    float32x4_t s0 = vdupq_n_f32(0.0f), s1 = s0, s2 = s0, s3 = s0;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        s0 = vfmaq_f32(s0, ld_bf16x4(a + i), vld1q_f32(b + i));
+        s1 = vfmaq_f32(s1, ld_bf16x4(a + i + 4), vld1q_f32(b + i + 4));
+        s2 = vfmaq_f32(s2, ld_bf16x4(a + i + 8), vld1q_f32(b + i + 8));
+        s3 = vfmaq_f32(s3, ld_bf16x4(a + i + 12), vld1q_f32(b + i + 12));
+    }
+    for (; i + 4 <= n; i += 4) s0 = vfmaq_f32(s0, ld_bf16x4(a + i), vld1q_f32(b + i));
+    float s = vaddvq_f32(vaddq_f32(vaddq_f32(s0, s1), vaddq_f32(s2, s3)));
+    for (; i < n; i++) s += clb_bf16_to_fp32(a[i]) * b[i];
+    *out = s;
+}
+
+/* ---- activation quantizer ------------------------------------------------------------ */
+
+/* vrndaq = roundf (half away from zero); clamp with NaN -> -127, like quant.c round_q8. */
+static inline int32x4_t round_q8(float32x4_t v) {
+    float32x4_t r = vrndaq_f32(v);
+    r = vbslq_f32(vcgeq_f32(r, vdupq_n_f32(-127.0f)), r, vdupq_n_f32(-127.0f));
+    r = vminq_f32(r, vdupq_n_f32(127.0f));
+    return vcvtq_s32_f32(r);
+}
+
+static void quantize_q8_0(const float *src, void *dst, int64_t n) {
+    clb_block_q8_0 *y = dst;
+    for (int64_t i = 0; i < n / CLB_QK; i++, src += CLB_QK) {
+        float32x4_t v[8];
+        float32x4_t m = vdupq_n_f32(0.0f);
+        for (int k = 0; k < 8; k++) {
+            v[k] = vld1q_f32(src + 4 * k);
+            m = vmaxq_f32(m, vabsq_f32(v[k]));
+        }
+        const float amax = vmaxvq_f32(m);
+        const float d = amax / 127;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        y[i].d = clb_fp32_to_fp16(d);
+        for (int k = 0; k < 8; k += 2) {
+            const int32x4_t q0 = round_q8(vmulq_n_f32(v[k], id));
+            const int32x4_t q1 = round_q8(vmulq_n_f32(v[k + 1], id));
+            const int16x8_t h = vcombine_s16(vmovn_s32(q0), vmovn_s32(q1));
+            vst1_s8(y[i].qs + 4 * k, vmovn_s16(h));
+        }
+    }
+}
+
+/* 5th bits of Q5_0/Q5_1 (qh, le u32) as bytes: 0x10 where set; h0 for weights 0..15. */
+static inline void fifth_bits(const uint8_t *qh, uint8x16_t *h0, uint8x16_t *h1) {
+    static const uint8_t bitv[16] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
+    const uint8x16_t m = vld1q_u8(bitv), b4 = vdupq_n_u8(0x10);
+    *h0 = vandq_u8(vtstq_u8(vcombine_u8(vdup_n_u8(qh[0]), vdup_n_u8(qh[1])), m), b4);
+    *h1 = vandq_u8(vtstq_u8(vcombine_u8(vdup_n_u8(qh[2]), vdup_n_u8(qh[3])), m), b4);
+}
+
+/* sum of 32 int8 */
+static inline int32_t sum_i8x32(const int8_t *y) {
+    return (int32_t)vaddlvq_s8(vld1q_s8(y)) + (int32_t)vaddlvq_s8(vld1q_s8(y + 16));
+}
+
+/* ---- integer dot products, plain NEON ------------------------------------------------ */
+
+#define NEON_DOT16(acc, a, b) mull_dot16(acc, a, b)
+#define NEON_FN(name) name##_plain
+#include "kernels/arm_neon_body_impl.h"
+#undef NEON_DOT16
+#undef NEON_FN
+
+#pragma GCC pop_options
+
+/* ---- the same with SDOT (only installed when the CPU has dotprod) -------------------- */
+
+#define NEON_DOT16(acc, a, b) vdotq_s32(acc, a, b)
+#define NEON_FN(name) name##_dot
+#include "kernels/arm_neon_body_impl.h"
+#undef NEON_DOT16
+#undef NEON_FN
+
+/* ---- table --------------------------------------------------------------------------- */
+
+void clb_kernels_fill_neon(clb_kernels *k, bool dotprod) {
+    k->isa = dotprod ? "neon+dotprod" : "neon";
+    k->vec_dot[CLB_DT_F32] = vec_dot_f32;
+    k->vec_dot[CLB_DT_F16] = vec_dot_f16;
+    k->vec_dot[CLB_DT_BF16] = vec_dot_bf16;
+    if (dotprod) fill_dot(k);
+    else fill_plain(k);
+    k->quantize[CLB_DT_Q8_0] = quantize_q8_0;
+}
+
+#else
+typedef int clb_arm_neon_empty_tu; /* ISO C forbids an empty translation unit */
+#endif /* __aarch64__ */

@@ -1,0 +1,101 @@
+/* kernels.h — weight/activation block formats and the table of compute kernels.
+ *
+ * dtype ids are GGUF's ggml_type numbers, so a GGUF tensor's type maps 1:1 and every
+ * quantized block stays bit-exact between .gguf and .colibri.
+ *
+ * A matrix W[rows][cols] of dtype t is stored row-major; each row is cols/block_size
+ * blocks of block_bytes. A dot product of one weight row with an activation row consumes
+ * the activation in the weight type's vec_dot_type format (f32 for float weights, Q8_0
+ * for Q4_0/Q8_0/..., Q8_K for K-quants): activations are quantized once per token with
+ * kernels->quantize[vec_dot_type], then reused for every row.
+ *
+ * kernels.c picks, at run time, the best implementation of each entry the CPU supports:
+ * generic.c (portable C, always built, the oracle for SIMD tests), x86_avx2.c, arm_neon.c.
+ */
+#ifndef CLB_KERNELS_H
+#define CLB_KERNELS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum clb_dtype {
+    CLB_DT_F32 = 0,
+    CLB_DT_F16 = 1,
+    CLB_DT_Q4_0 = 2,
+    CLB_DT_Q4_1 = 3,
+    CLB_DT_Q5_0 = 6,
+    CLB_DT_Q5_1 = 7,
+    CLB_DT_Q8_0 = 8,
+    CLB_DT_Q8_1 = 9,
+    CLB_DT_Q2_K = 10,
+    CLB_DT_Q3_K = 11,
+    CLB_DT_Q4_K = 12,
+    CLB_DT_Q5_K = 13,
+    CLB_DT_Q6_K = 14,
+    CLB_DT_Q8_K = 15,
+    CLB_DT_IQ4_NL = 20,
+    CLB_DT_IQ4_XS = 23,
+    CLB_DT_BF16 = 30,
+    CLB_DT_MXFP4 = 39,
+    CLB_DT_COUNT = 40
+} clb_dtype;
+
+typedef struct clb_type_info {
+    const char *name;        /* lowercase: "f32", "q4_0", "q4_k", ... */
+    int32_t block_size;      /* weights per block (1 for f32/f16/bf16) */
+    int32_t block_bytes;     /* bytes per block */
+    clb_dtype vec_dot_type;  /* activation format consumed by this weight type's dot product */
+    bool is_quantized;
+} clb_type_info;
+
+/* NULL for an id this build does not know. */
+const clb_type_info *clb_type(int dtype);
+/* Name lookup ("q8_0", case-insensitive). 0 on success, -1 when unknown. */
+int clb_dtype_from_name(const char *name, clb_dtype *out);
+const char *clb_dtype_name(int dtype); /* "unknown(N)" style string for unknown ids */
+/* Bytes of one row of n weights. false when n is not a multiple of the block size, the
+   type is unknown, or the size overflows. */
+bool clb_row_bytes(int dtype, int64_t n, uint64_t *out);
+/* true when the type can be used as a weight type (has dequantize + vec_dot). */
+bool clb_dtype_is_weight(int dtype);
+/* true when quantize_row_ref can produce this type (the types `convert` writes). */
+bool clb_dtype_can_quantize(int dtype);
+
+/* Half precision scalars. */
+float clb_fp16_to_fp32(uint16_t h);
+uint16_t clb_fp32_to_fp16(float f); /* round to nearest even */
+float clb_bf16_to_fp32(uint16_t h);
+uint16_t clb_fp32_to_bf16(float f); /* round to nearest even, NaN kept NaN */
+
+/* Portable reference conversions (used by convert and as test oracles). n is a multiple
+   of the block size. */
+void clb_dequantize_row_ref(clb_dtype t, const void *src, float *dst, int64_t n);
+void clb_quantize_row_ref(clb_dtype t, const float *src, void *dst, int64_t n);
+
+typedef void (*clb_vec_dot_fn)(int64_t n, float *out, const void *w, const void *x);
+typedef void (*clb_quantize_fn)(const float *src, void *dst, int64_t n);
+typedef void (*clb_dequantize_fn)(const void *src, float *dst, int64_t n);
+
+typedef struct clb_kernels {
+    const char *isa; /* "generic", "avx2", "neon", "neon+dotprod" */
+    /* vec_dot[t](n, &out, w_row, x_row): out = sum_i w[i] * x[i], w of dtype t, x in
+       clb_type(t)->vec_dot_type format. NULL when t is not a weight type. */
+    clb_vec_dot_fn vec_dot[CLB_DT_COUNT];
+    /* quantize[a](x_f32, dst, n): activation row to format a (F32 is a copy). */
+    clb_quantize_fn quantize[CLB_DT_COUNT];
+    /* dequantize[t](src, dst_f32, n): a row of weights to f32 (embedding lookups). */
+    clb_dequantize_fn dequantize[CLB_DT_COUNT];
+} clb_kernels;
+
+/* The table for this CPU (selected once, thread-safe). COLIBRI_ISA=generic forces the
+   portable kernels. */
+const clb_kernels *clb_kernels_get(void);
+const clb_kernels *clb_kernels_generic(void);
+/* The SIMD table for this architecture if built and supported by the CPU, else NULL. */
+const clb_kernels *clb_kernels_simd(void);
+/* The table of one named ISA ("generic", "avx2", "neon", "neon+dotprod") when built and
+   supported by this CPU, else NULL (tests use it to check every variant). */
+const clb_kernels *clb_kernels_by_isa(const char *name);
+
+#endif

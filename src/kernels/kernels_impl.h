@@ -1,0 +1,131 @@
+/* kernels_impl.h — private to src/kernels/: the GGUF/ggml block layouts, the per-type
+ * reference dequantizers (quant.c) and the per-ISA table fillers (generic.c, x86_avx2.c,
+ * arm_neon.c) that kernels.c combines.
+ *
+ * Every block struct below is byte-for-byte the ggml layout (little-endian, no padding;
+ * the _Static_asserts pin the sizes). fp16 fields are raw IEEE half bits.
+ */
+#ifndef CLB_KERNELS_IMPL_H
+#define CLB_KERNELS_IMPL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kernels/kernels.h"
+
+#define CLB_QK 32   /* block size of the 32-weight formats (Q4_0 ... Q8_1, IQ4_NL, MXFP4) */
+#define CLB_QK_K 256 /* super-block size of the K-quants, IQ4_XS and Q8_K */
+
+/* Q4_0: x = d * (q - 8), q in 0..15. Byte j holds weight j (low nibble) and j+16 (high). */
+typedef struct { uint16_t d; uint8_t qs[16]; } clb_block_q4_0;
+/* Q4_1: x = d * q + m. Nibbles as Q4_0. */
+typedef struct { uint16_t d, m; uint8_t qs[16]; } clb_block_q4_1;
+/* Q5_0: x = d * (q - 16), q = nibble | (bit j of qh (le u32) << 4). */
+typedef struct { uint16_t d; uint8_t qh[4]; uint8_t qs[16]; } clb_block_q5_0;
+/* Q5_1: x = d * q + m, q as Q5_0. */
+typedef struct { uint16_t d, m; uint8_t qh[4]; uint8_t qs[16]; } clb_block_q5_1;
+/* Q8_0: x = d * q. */
+typedef struct { uint16_t d; int8_t qs[32]; } clb_block_q8_0;
+/* Q8_1: x = d * q, s = d * sum(q) (ggml's activation format for Q4_1/Q5_1; layout only). */
+typedef struct { uint16_t d, s; int8_t qs[32]; } clb_block_q8_1;
+/* Q2_K: 16 sub-blocks of 16; scales[j] = scale (low 4 bits) | min (high 4 bits);
+   x = d * sc * q - dmin * m, q 2 bits. */
+typedef struct { uint8_t scales[16]; uint8_t qs[64]; uint16_t d, dmin; } clb_block_q2_k;
+/* Q3_K: 16 sub-blocks of 16, 6-bit scales packed in 12 bytes; x = d * (sc - 32) * q,
+   q = 2 low bits - (high bit clear ? 4 : 0). */
+typedef struct { uint8_t hmask[32]; uint8_t qs[64]; uint8_t scales[12]; uint16_t d; } clb_block_q3_k;
+/* Q4_K: 8 sub-blocks of 32, 6-bit scale/min packed in 12 bytes; x = d * sc * q - dmin * m. */
+typedef struct { uint16_t d, dmin; uint8_t scales[12]; uint8_t qs[128]; } clb_block_q4_k;
+/* Q5_K: as Q4_K plus one high bit per weight in qh. */
+typedef struct { uint16_t d, dmin; uint8_t scales[12]; uint8_t qh[32]; uint8_t qs[128]; } clb_block_q5_k;
+/* Q6_K: 16 sub-blocks of 16, int8 scales; x = d * sc * (q - 32), q 6 bits (ql 4 + qh 2). */
+typedef struct { uint8_t ql[128]; uint8_t qh[64]; int8_t scales[16]; uint16_t d; } clb_block_q6_k;
+/* Q8_K: activation format of the K-quants; x = d * q, bsums[j] = sum of q[16j..16j+15]. */
+typedef struct { float d; int8_t qs[256]; int16_t bsums[16]; } clb_block_q8_k;
+/* IQ4_NL: x = d * kvalues_iq4nl[nibble], nibbles as Q4_0. */
+typedef struct { uint16_t d; uint8_t qs[16]; } clb_block_iq4_nl;
+/* IQ4_XS: 8 sub-blocks of 32, 6-bit scales (low 4 bits in scales_l, high 2 in scales_h);
+   x = d * (ls - 32) * kvalues_iq4nl[nibble]. */
+typedef struct { uint16_t d; uint16_t scales_h; uint8_t scales_l[4]; uint8_t qs[128]; } clb_block_iq4_xs;
+/* MXFP4: x = 2^(e-127) * e2m1(nibble); nibbles as Q4_0. */
+typedef struct { uint8_t e; uint8_t qs[16]; } clb_block_mxfp4;
+
+_Static_assert(sizeof(clb_block_q4_0) == 18, "q4_0 layout");
+_Static_assert(sizeof(clb_block_q4_1) == 20, "q4_1 layout");
+_Static_assert(sizeof(clb_block_q5_0) == 22, "q5_0 layout");
+_Static_assert(sizeof(clb_block_q5_1) == 24, "q5_1 layout");
+_Static_assert(sizeof(clb_block_q8_0) == 34, "q8_0 layout");
+_Static_assert(sizeof(clb_block_q8_1) == 36, "q8_1 layout");
+_Static_assert(sizeof(clb_block_q2_k) == 84, "q2_k layout");
+_Static_assert(sizeof(clb_block_q3_k) == 110, "q3_k layout");
+_Static_assert(sizeof(clb_block_q4_k) == 144, "q4_k layout");
+_Static_assert(sizeof(clb_block_q5_k) == 176, "q5_k layout");
+_Static_assert(sizeof(clb_block_q6_k) == 210, "q6_k layout");
+_Static_assert(sizeof(clb_block_q8_k) == 292, "q8_k layout");
+_Static_assert(sizeof(clb_block_iq4_nl) == 18, "iq4_nl layout");
+_Static_assert(sizeof(clb_block_iq4_xs) == 136, "iq4_xs layout");
+_Static_assert(sizeof(clb_block_mxfp4) == 17, "mxfp4 layout");
+
+/* Non-linear 4-bit codebook of IQ4_NL / IQ4_XS (ggml's kvalues_iq4nl). */
+extern const int8_t clb_kvalues_iq4nl[16];
+/* E2M1 values doubled (0, 0.5, 1, 1.5, 2, 3, 4, 6 and negatives, times 2), ggml's
+   kvalues_mxfp4; the block scale is then taken as 2^(e-128) (clb_e8m0_to_fp32_half). */
+extern const int8_t clb_kvalues_mxfp4[16];
+
+/* 2^(e-127) / 2 = 2^(e-128) as a float (subnormal for e < 2). */
+float clb_e8m0_to_fp32_half(uint8_t e);
+
+/* Unpacks the 6-bit scale and min of sub-block j (0..7) of a Q4_K/Q5_K scales[12]. */
+static inline void clb_k4_scale_min(int j, const uint8_t *q, uint8_t *sc, uint8_t *m) {
+    if (j < 4) {
+        *sc = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *sc = (uint8_t)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+        *m = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+    }
+}
+/* Unpacks the 16 6-bit Q3_K scales (still biased by 32) from scales[12]. */
+void clb_q3k_scales(const uint8_t *packed, int8_t out[16]);
+
+/* Reference dequantizers, one per type (quant.c). n is a multiple of the block size. */
+void clb_dequant_f32(const void *src, float *dst, int64_t n);
+void clb_dequant_f16(const void *src, float *dst, int64_t n);
+void clb_dequant_bf16(const void *src, float *dst, int64_t n);
+void clb_dequant_q4_0(const void *src, float *dst, int64_t n);
+void clb_dequant_q4_1(const void *src, float *dst, int64_t n);
+void clb_dequant_q5_0(const void *src, float *dst, int64_t n);
+void clb_dequant_q5_1(const void *src, float *dst, int64_t n);
+void clb_dequant_q8_0(const void *src, float *dst, int64_t n);
+void clb_dequant_q8_1(const void *src, float *dst, int64_t n);
+void clb_dequant_q2_k(const void *src, float *dst, int64_t n);
+void clb_dequant_q3_k(const void *src, float *dst, int64_t n);
+void clb_dequant_q4_k(const void *src, float *dst, int64_t n);
+void clb_dequant_q5_k(const void *src, float *dst, int64_t n);
+void clb_dequant_q6_k(const void *src, float *dst, int64_t n);
+void clb_dequant_q8_k(const void *src, float *dst, int64_t n);
+void clb_dequant_iq4_nl(const void *src, float *dst, int64_t n);
+void clb_dequant_iq4_xs(const void *src, float *dst, int64_t n);
+void clb_dequant_mxfp4(const void *src, float *dst, int64_t n);
+
+/* Reference quantizers (quant.c). */
+void clb_quant_f32(const float *src, void *dst, int64_t n);
+void clb_quant_f16(const float *src, void *dst, int64_t n);
+void clb_quant_bf16(const float *src, void *dst, int64_t n);
+void clb_quant_q4_0(const float *src, void *dst, int64_t n);
+void clb_quant_q4_1(const float *src, void *dst, int64_t n);
+void clb_quant_q5_0(const float *src, void *dst, int64_t n);
+void clb_quant_q5_1(const float *src, void *dst, int64_t n);
+void clb_quant_q8_0(const float *src, void *dst, int64_t n);
+void clb_quant_q8_k(const float *src, void *dst, int64_t n);
+
+/* Table fillers. Each overrides only the entries it implements. */
+void clb_kernels_fill_generic(clb_kernels *k);
+#if defined(__x86_64__)
+void clb_kernels_fill_avx2(clb_kernels *k);
+#endif
+#if defined(__aarch64__)
+void clb_kernels_fill_neon(clb_kernels *k, bool dotprod);
+#endif
+
+#endif

@@ -1,0 +1,487 @@
+/* x86_avx2.c — AVX2 + FMA + F16C kernels (compiled with -mavx2 -mfma -mf16c; only called
+ * when clb_cpu() reports all three).
+ *
+ * Integer block dot products use the maddubs idiom: |w| (unsigned) times sign(x, w)
+ * (signed) -> int16 pairs -> madd with ones -> 8 x int32 -> float, then one FMA per block
+ * with the product of the two block scales. This is exact for any weight byte, including
+ * -128, as long as the activation quants are in [-127, 127] (what every quantizer here
+ * produces).
+ */
+#if defined(__x86_64__)
+
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels/kernels_impl.h"
+
+/* ---- helpers ------------------------------------------------------------------------- */
+
+static inline float hsum_ps(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+static inline float hmax_ps(__m256 v) {
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_max_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+static inline int32_t hsum_epi32(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
+    return _mm_cvtsi128_si32(s);
+}
+
+static inline float fp16(uint16_t h) { return _cvtsh_ss(h); }
+
+/* 8 x int32 partial sums of w[i]*x[i] over 32 int8 pairs (w any int8, x in [-127,127]). */
+static inline __m256i dot_i8(__m256i w, __m256i x) {
+    const __m256i aw = _mm256_sign_epi8(w, w);
+    const __m256i sx = _mm256_sign_epi8(x, w);
+    const __m256i p16 = _mm256_maddubs_epi16(aw, sx);
+    return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
+}
+
+/* Same with w known unsigned (0..255 read as u8, but here at most 31) and x signed. */
+static inline __m256i dot_u8i8(__m256i w, __m256i x) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), _mm256_set1_epi16(1));
+}
+
+/* 16 packed bytes of nibbles -> 32 bytes: low nibbles first (weights 0..15), then high. */
+static inline __m256i unpack_nibbles(const uint8_t *p) {
+    const __m128i t = _mm_loadu_si128((const __m128i *)p);
+    const __m256i b = _mm256_set_m128i(_mm_srli_epi16(t, 4), t);
+    return _mm256_and_si256(b, _mm256_set1_epi8(0x0F));
+}
+
+/* ---- float rows ---------------------------------------------------------------------- */
+
+static void vec_dot_f32(int64_t n, float *out, const void *w, const void *x) {
+    const float *a = w, *b = x;
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
+        s2 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 16), _mm256_loadu_ps(b + i + 16), s2);
+        s3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 24), _mm256_loadu_ps(b + i + 24), s3);
+    }
+    for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+    float s = hsum_ps(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+    for (; i < n; i++) s += a[i] * b[i];
+    *out = s;
+}
+
+static void vec_dot_f16(int64_t n, float *out, const void *w, const void *x) {
+    const uint16_t *a = w;
+    const float *b = x;
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+#define LD16(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p)))
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        s0 = _mm256_fmadd_ps(LD16(a + i), _mm256_loadu_ps(b + i), s0);
+        s1 = _mm256_fmadd_ps(LD16(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
+        s2 = _mm256_fmadd_ps(LD16(a + i + 16), _mm256_loadu_ps(b + i + 16), s2);
+        s3 = _mm256_fmadd_ps(LD16(a + i + 24), _mm256_loadu_ps(b + i + 24), s3);
+    }
+    for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(LD16(a + i), _mm256_loadu_ps(b + i), s0);
+#undef LD16
+    float s = hsum_ps(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+    for (; i < n; i++) s += fp16(a[i]) * b[i];
+    *out = s;
+}
+
+static void vec_dot_bf16(int64_t n, float *out, const void *w, const void *x) {
+    const uint16_t *a = w;
+    const float *b = x;
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+#define LDB(p) _mm256_castsi256_ps(_mm256_slli_epi32( \
+        _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(p))), 16))
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        s0 = _mm256_fmadd_ps(LDB(a + i), _mm256_loadu_ps(b + i), s0);
+        s1 = _mm256_fmadd_ps(LDB(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
+        s2 = _mm256_fmadd_ps(LDB(a + i + 16), _mm256_loadu_ps(b + i + 16), s2);
+        s3 = _mm256_fmadd_ps(LDB(a + i + 24), _mm256_loadu_ps(b + i + 24), s3);
+    }
+    for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(LDB(a + i), _mm256_loadu_ps(b + i), s0);
+#undef LDB
+    float s = hsum_ps(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+    for (; i < n; i++) s += clb_bf16_to_fp32(a[i]) * b[i];
+    *out = s;
+}
+
+/* ---- 32-weight blocks x Q8_0 --------------------------------------------------------- */
+
+#define LD256(p) _mm256_loadu_si256((const __m256i *)(p))
+
+static void vec_dot_q8_0(int64_t n, float *out, const void *w, const void *x) {
+    const clb_block_q8_0 *a = w, *b = x;
+    const int64_t nb = n / CLB_QK;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 2 <= nb; i += 2) {
+        const __m256 d0 = _mm256_set1_ps(fp16(a[i].d) * fp16(b[i].d));
+        const __m256 d1 = _mm256_set1_ps(fp16(a[i + 1].d) * fp16(b[i + 1].d));
+        const __m256i p0 = dot_i8(LD256(a[i].qs), LD256(b[i].qs));
+        const __m256i p1 = dot_i8(LD256(a[i + 1].qs), LD256(b[i + 1].qs));
+        acc0 = _mm256_fmadd_ps(d0, _mm256_cvtepi32_ps(p0), acc0);
+        acc1 = _mm256_fmadd_ps(d1, _mm256_cvtepi32_ps(p1), acc1);
+    }
+    for (; i < nb; i++) {
+        const __m256 d0 = _mm256_set1_ps(fp16(a[i].d) * fp16(b[i].d));
+        acc0 = _mm256_fmadd_ps(d0, _mm256_cvtepi32_ps(dot_i8(LD256(a[i].qs), LD256(b[i].qs))), acc0);
+    }
+    *out = hsum_ps(_mm256_add_ps(acc0, acc1));
+}
+
+static void vec_dot_q4_0(int64_t n, float *out, const void *w, const void *x) {
+    const clb_block_q4_0 *a = w;
+    const clb_block_q8_0 *b = x;
+    const int64_t nb = n / CLB_QK;
+    const __m256i off = _mm256_set1_epi8(8);
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 2 <= nb; i += 2) {
+        const __m256 d0 = _mm256_set1_ps(fp16(a[i].d) * fp16(b[i].d));
+        const __m256 d1 = _mm256_set1_ps(fp16(a[i + 1].d) * fp16(b[i + 1].d));
+        const __m256i q0 = _mm256_sub_epi8(unpack_nibbles(a[i].qs), off);
+        const __m256i q1 = _mm256_sub_epi8(unpack_nibbles(a[i + 1].qs), off);
+        acc0 = _mm256_fmadd_ps(d0, _mm256_cvtepi32_ps(dot_i8(q0, LD256(b[i].qs))), acc0);
+        acc1 = _mm256_fmadd_ps(d1, _mm256_cvtepi32_ps(dot_i8(q1, LD256(b[i + 1].qs))), acc1);
+    }
+    for (; i < nb; i++) {
+        const __m256 d0 = _mm256_set1_ps(fp16(a[i].d) * fp16(b[i].d));
+        const __m256i q0 = _mm256_sub_epi8(unpack_nibbles(a[i].qs), off);
+        acc0 = _mm256_fmadd_ps(d0, _mm256_cvtepi32_ps(dot_i8(q0, LD256(b[i].qs))), acc0);
+    }
+    *out = hsum_ps(_mm256_add_ps(acc0, acc1));
+}
+
+/* 32 bits -> 32 bytes: byte i is 0xFF when bit i of bits is set, else 0. */
+static inline __m256i bits_to_bytes(uint32_t bits) {
+    const __m256i shuf = _mm256_setr_epi64x(0x0000000000000000, 0x0101010101010101,
+                                            0x0202020202020202, 0x0303030303030303);
+    __m256i b = _mm256_shuffle_epi8(_mm256_set1_epi32((int)bits), shuf); /* byte i <- bits byte i/8 */
+    b = _mm256_or_si256(b, _mm256_set1_epi64x((long long)0x7fbfdfeff7fbfdfeull)); /* all but bit i%8 */
+    return _mm256_cmpeq_epi8(b, _mm256_set1_epi64x(-1));
+}
+
+static inline uint32_t rd_le32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
+
+/* sum of the 32 int8 activations as 8 x int32 */
+static inline __m256i sum_i8(__m256i x) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), x), _mm256_set1_epi16(1));
+}
+
+/* Q4_1 / Q5_1 (x = d*q + m): d*dx*sum(q*qx) + m*dx*sum(qx). */
+static void vec_dot_q4_1(int64_t n, float *out, const void *w, const void *x) {
+    const clb_block_q4_1 *a = w;
+    const clb_block_q8_0 *b = x;
+    __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / CLB_QK; i++) {
+        const float dx = fp16(b[i].d);
+        const __m256i y = LD256(b[i].qs);
+        const __m256i p = dot_u8i8(unpack_nibbles(a[i].qs), y);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(fp16(a[i].d) * dx), _mm256_cvtepi32_ps(p), acc);
+        accm = _mm256_fmadd_ps(_mm256_set1_ps(fp16(a[i].m) * dx), _mm256_cvtepi32_ps(sum_i8(y)), accm);
+    }
+    *out = hsum_ps(_mm256_add_ps(acc, accm));
+}
+
+static void vec_dot_q5_0(int64_t n, float *out, const void *w, const void *x) {
+    const clb_block_q5_0 *a = w;
+    const clb_block_q8_0 *b = x;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / CLB_QK; i++) {
+        /* q - 16 = nibble when the 5th bit is set, nibble - 16 (0xF0 | nibble) when clear */
+        const __m256i hi = _mm256_andnot_si256(bits_to_bytes(rd_le32(a[i].qh)), _mm256_set1_epi8((char)0xF0));
+        const __m256i q = _mm256_or_si256(unpack_nibbles(a[i].qs), hi);
+        const __m256 d = _mm256_set1_ps(fp16(a[i].d) * fp16(b[i].d));
+        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_i8(q, LD256(b[i].qs))), acc);
+    }
+    *out = hsum_ps(acc);
+}
+
+static void vec_dot_q5_1(int64_t n, float *out, const void *w, const void *x) {
+    const clb_block_q5_1 *a = w;
+    const clb_block_q8_0 *b = x;
+    __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / CLB_QK; i++) {
+        const float dx = fp16(b[i].d);
+        const __m256i hi = _mm256_and_si256(bits_to_bytes(rd_le32(a[i].qh)), _mm256_set1_epi8(0x10));
+        const __m256i q = _mm256_or_si256(unpack_nibbles(a[i].qs), hi);
+        const __m256i y = LD256(b[i].qs);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(fp16(a[i].d) * dx), _mm256_cvtepi32_ps(dot_u8i8(q, y)), acc);
+        accm = _mm256_fmadd_ps(_mm256_set1_ps(fp16(a[i].m) * dx), _mm256_cvtepi32_ps(sum_i8(y)), accm);
+    }
+    *out = hsum_ps(_mm256_add_ps(acc, accm));
+}
+
+/* 4-bit codebook formats: nibble -> int8 value by pshufb. */
+static inline __m256i lut16(const int8_t *tab) {
+    return _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)tab));
+}
+
+static void vec_dot_iq4_nl(int64_t n, float *out, const void *w, const void *x) {
+    const clb_block_iq4_nl *a = w;
+    const clb_block_q8_0 *b = x;
+    const __m256i tab = lut16(clb_kvalues_iq4nl);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / CLB_QK; i++) {
+        const __m256i q = _mm256_shuffle_epi8(tab, unpack_nibbles(a[i].qs));
+        const __m256 d = _mm256_set1_ps(fp16(a[i].d) * fp16(b[i].d));
+        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_i8(q, LD256(b[i].qs))), acc);
+    }
+    *out = hsum_ps(acc);
+}
+
+static void vec_dot_mxfp4(int64_t n, float *out, const void *w, const void *x) {
+    const clb_block_mxfp4 *a = w;
+    const clb_block_q8_0 *b = x;
+    const __m256i tab = lut16(clb_kvalues_mxfp4);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / CLB_QK; i++) {
+        const __m256i q = _mm256_shuffle_epi8(tab, unpack_nibbles(a[i].qs));
+        const __m256 d = _mm256_set1_ps(clb_e8m0_to_fp32_half(a[i].e) * fp16(b[i].d));
+        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_i8(q, LD256(b[i].qs))), acc);
+    }
+    *out = hsum_ps(acc);
+}
+
+/* ---- 256-weight blocks x Q8_K -------------------------------------------------------- */
+
+/* int16 vector: scale a for lanes 0..7, scale b for lanes 8..15 (two 16-weight sub-blocks) */
+static inline __m256i scale_pair(int a, int b) {
+    return _mm256_setr_m128i(_mm_set1_epi16((short)a), _mm_set1_epi16((short)b));
+}
+
+static void vec_dot_q2_k(int64_t n, float *out, const void *w, const void *x) {
+    const clb_block_q2_k *a = w;
+    const clb_block_q8_k *b = x;
+    const __m256i m3 = _mm256_set1_epi8(3);
+    float s = 0.0f;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / CLB_QK_K; i++) {
+        /* mins: sum_j (scales[j] >> 4) * bsums[j] */
+        const __m128i sc8 = _mm_loadu_si128((const __m128i *)a[i].scales);
+        const __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc8, 4), _mm_set1_epi8(0x0F)));
+        const int32_t summ = hsum_epi32(_mm256_madd_epi16(mins, LD256(b[i].bsums)));
+        const uint8_t *sc = a[i].scales;
+        const int8_t *qx = b[i].qs;
+        __m256i isum = _mm256_setzero_si256();
+        for (int half = 0; half < 2; half++) {
+            const __m256i qs = LD256(a[i].qs + 32 * half);
+            for (int p = 0; p < 4; p++, qx += 32, sc += 2) {
+                const __m256i q = _mm256_and_si256(_mm256_srl_epi16(qs, _mm_cvtsi32_si128(2 * p)), m3);
+                const __m256i prod = _mm256_maddubs_epi16(q, LD256(qx));
+                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(prod, scale_pair(sc[0] & 0xF, sc[1] & 0xF)));
+            }
+        }
+        const float dx = b[i].d;
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(dx * fp16(a[i].d)), _mm256_cvtepi32_ps(isum), acc);
+        s -= (dx * fp16(a[i].dmin)) * (float)summ;
+    }
+    *out = hsum_ps(acc) + s;
+}
+
+static void vec_dot_q3_k(int64_t n, float *out, const void *w, const void *x) {
+    const clb_block_q3_k *a = w;
+    const clb_block_q8_k *b = x;
+    const __m256i m3 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / CLB_QK_K; i++) {
+        int8_t sc8[16];
+        clb_q3k_scales(a[i].scales, sc8);
+        int16_t sc[16];
+        for (int j = 0; j < 16; j++) sc[j] = (int16_t)(sc8[j] - 32);
+        /* q = (2 low bits | high bit << 2) - 4: sum (q+4)*x by maddubs, minus 4*sum(x) */
+        const __m256i scv = LD256(sc);
+        __m256i isum = _mm256_mullo_epi32(_mm256_madd_epi16(scv, LD256(b[i].bsums)), _mm256_set1_epi32(-4));
+        const __m256i hm = LD256(a[i].hmask);
+        const int8_t *qx = b[i].qs;
+        int k = 0;
+        for (int half = 0; half < 2; half++) {
+            const __m256i qs = LD256(a[i].qs + 32 * half);
+            for (int p = 0; p < 4; p++, k++, qx += 32) {
+                const __m256i lo = _mm256_and_si256(_mm256_srl_epi16(qs, _mm_cvtsi32_si128(2 * p)), m3);
+                const __m256i hb = _mm256_and_si256(_mm256_srl_epi16(hm, _mm_cvtsi32_si128(k)), one);
+                const __m256i q = _mm256_or_si256(lo, _mm256_slli_epi16(hb, 2));
+                const __m256i prod = _mm256_maddubs_epi16(q, LD256(qx));
+                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(prod, scale_pair(sc[2 * k], sc[2 * k + 1])));
+            }
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(b[i].d * fp16(a[i].d)), _mm256_cvtepi32_ps(isum), acc);
+    }
+    *out = hsum_ps(acc);
+}
+
+/* Q4_K / Q5_K (hb = qh or NULL): 8 sub-blocks of 32, 6-bit scale and min each. */
+static inline void dot_k4_block(const uint8_t *scales, uint16_t d16, uint16_t dmin16, const uint8_t *qs,
+                                const uint8_t *hb, const clb_block_q8_k *b, __m256 *acc, float *s) {
+    uint8_t sc[8], m[8];
+    for (int j = 0; j < 8; j++) clb_k4_scale_min(j, scales, &sc[j], &m[j]);
+    /* mins: bsums pairs (sub-block j = bsums 2j, 2j+1) */
+    const __m256i mins = _mm256_setr_epi16(m[0], m[0], m[1], m[1], m[2], m[2], m[3], m[3],
+                                           m[4], m[4], m[5], m[5], m[6], m[6], m[7], m[7]);
+    const int32_t summ = hsum_epi32(_mm256_madd_epi16(mins, LD256(b->bsums)));
+    const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
+    const __m256i h = hb ? LD256(hb) : _mm256_setzero_si256();
+    const int8_t *qx = b->qs;
+    __m256i isum = _mm256_setzero_si256();
+    for (int c = 0; c < 4; c++, qs += 32, qx += 64) {
+        const __m256i q = LD256(qs);
+        __m256i q0 = _mm256_and_si256(q, m4);
+        __m256i q1 = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+        if (hb) {
+            const __m256i b0 = _mm256_and_si256(_mm256_srl_epi16(h, _mm_cvtsi32_si128(2 * c)), one);
+            const __m256i b1 = _mm256_and_si256(_mm256_srl_epi16(h, _mm_cvtsi32_si128(2 * c + 1)), one);
+            q0 = _mm256_or_si256(q0, _mm256_slli_epi16(b0, 4));
+            q1 = _mm256_or_si256(q1, _mm256_slli_epi16(b1, 4));
+        }
+        const __m256i p0 = _mm256_maddubs_epi16(q0, LD256(qx));
+        const __m256i p1 = _mm256_maddubs_epi16(q1, LD256(qx + 32));
+        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p0, _mm256_set1_epi16(sc[2 * c])));
+        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p1, _mm256_set1_epi16(sc[2 * c + 1])));
+    }
+    *acc = _mm256_fmadd_ps(_mm256_set1_ps(b->d * fp16(d16)), _mm256_cvtepi32_ps(isum), *acc);
+    *s -= (b->d * fp16(dmin16)) * (float)summ;
+}
+
+static void vec_dot_q4_k(int64_t n, float *out, const void *w, const void *x) {
+    const clb_block_q4_k *a = w;
+    const clb_block_q8_k *b = x;
+    __m256 acc = _mm256_setzero_ps();
+    float s = 0.0f;
+    for (int64_t i = 0; i < n / CLB_QK_K; i++)
+        dot_k4_block(a[i].scales, a[i].d, a[i].dmin, a[i].qs, NULL, &b[i], &acc, &s);
+    *out = hsum_ps(acc) + s;
+}
+
+static void vec_dot_q5_k(int64_t n, float *out, const void *w, const void *x) {
+    const clb_block_q5_k *a = w;
+    const clb_block_q8_k *b = x;
+    __m256 acc = _mm256_setzero_ps();
+    float s = 0.0f;
+    for (int64_t i = 0; i < n / CLB_QK_K; i++)
+        dot_k4_block(a[i].scales, a[i].d, a[i].dmin, a[i].qs, a[i].qh, &b[i], &acc, &s);
+    *out = hsum_ps(acc) + s;
+}
+
+static void vec_dot_q6_k(int64_t n, float *out, const void *w, const void *x) {
+    const clb_block_q6_k *a = w;
+    const clb_block_q8_k *b = x;
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / CLB_QK_K; i++) {
+        const __m256i scv = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)a[i].scales));
+        /* q - 32: sum q*x by maddubs (q unsigned 0..63), minus 32 * sum_k sc_k * bsums_k */
+        __m256i isum = _mm256_slli_epi32(_mm256_madd_epi16(scv, LD256(b[i].bsums)), 5);
+        isum = _mm256_sub_epi32(_mm256_setzero_si256(), isum);
+        const int8_t *sc = a[i].scales, *qx = b[i].qs;
+        for (int half = 0; half < 2; half++, sc += 8, qx += 128) {
+            const __m256i la = LD256(a[i].ql + 64 * half), lb = LD256(a[i].ql + 64 * half + 32);
+            const __m256i h = LD256(a[i].qh + 32 * half);
+            const __m256i q0 = _mm256_or_si256(_mm256_and_si256(la, m4), _mm256_and_si256(_mm256_slli_epi16(h, 4), m30));
+            const __m256i q1 = _mm256_or_si256(_mm256_and_si256(lb, m4), _mm256_and_si256(_mm256_slli_epi16(h, 2), m30));
+            const __m256i q2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(la, 4), m4), _mm256_and_si256(h, m30));
+            const __m256i q3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lb, 4), m4),
+                                               _mm256_and_si256(_mm256_srli_epi16(h, 2), m30));
+            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(q0, LD256(qx)), scale_pair(sc[0], sc[1])));
+            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(q1, LD256(qx + 32)), scale_pair(sc[2], sc[3])));
+            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(q2, LD256(qx + 64)), scale_pair(sc[4], sc[5])));
+            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(q3, LD256(qx + 96)), scale_pair(sc[6], sc[7])));
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(b[i].d * fp16(a[i].d)), _mm256_cvtepi32_ps(isum), acc);
+    }
+    *out = hsum_ps(acc);
+}
+
+static void vec_dot_iq4_xs(int64_t n, float *out, const void *w, const void *x) {
+    const clb_block_iq4_xs *a = w;
+    const clb_block_q8_k *b = x;
+    const __m256i tab = lut16(clb_kvalues_iq4nl);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / CLB_QK_K; i++) {
+        __m256i isum = _mm256_setzero_si256();
+        for (int ib = 0; ib < 8; ib++) {
+            const int ls = ((a[i].scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF) | (((a[i].scales_h >> (2 * ib)) & 3) << 4);
+            const __m256i q = _mm256_shuffle_epi8(tab, unpack_nibbles(a[i].qs + 16 * ib));
+            const __m256i y = LD256(b[i].qs + 32 * ib);
+            const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(y, q));
+            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p16, _mm256_set1_epi16((short)(ls - 32))));
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(b[i].d * fp16(a[i].d)), _mm256_cvtepi32_ps(isum), acc);
+    }
+    *out = hsum_ps(acc);
+}
+
+/* ---- activation quantizer ------------------------------------------------------------ */
+
+/* roundf semantics (half away from zero), then clamp to [-127, 127] with NaN -> -127:
+   bit-identical to quant.c's round_q8. */
+static inline __m256i round_q8(__m256 v) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    const __m256 frac = _mm256_andnot_ps(sign, _mm256_sub_ps(v, t));
+    const __m256 up = _mm256_cmp_ps(frac, _mm256_set1_ps(0.5f), _CMP_GE_OQ);
+    const __m256 one = _mm256_or_ps(_mm256_set1_ps(1.0f), _mm256_and_ps(v, sign));
+    t = _mm256_add_ps(t, _mm256_and_ps(up, one));
+    t = _mm256_max_ps(t, _mm256_set1_ps(-127.0f));
+    t = _mm256_min_ps(t, _mm256_set1_ps(127.0f));
+    return _mm256_cvttps_epi32(t);
+}
+
+static void quantize_q8_0(const float *src, void *dst, int64_t n) {
+    clb_block_q8_0 *y = dst;
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (int64_t i = 0; i < n / CLB_QK; i++, src += CLB_QK) {
+        __m256 v0 = _mm256_loadu_ps(src), v1 = _mm256_loadu_ps(src + 8);
+        __m256 v2 = _mm256_loadu_ps(src + 16), v3 = _mm256_loadu_ps(src + 24);
+        __m256 m = _mm256_max_ps(_mm256_andnot_ps(sign, v0), _mm256_andnot_ps(sign, v1));
+        m = _mm256_max_ps(m, _mm256_max_ps(_mm256_andnot_ps(sign, v2), _mm256_andnot_ps(sign, v3)));
+        const float amax = hmax_ps(m);
+        const float d = amax / 127;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        y[i].d = clb_fp32_to_fp16(d);
+        const __m256 mul = _mm256_set1_ps(id);
+        const __m256i i0 = round_q8(_mm256_mul_ps(v0, mul)), i1 = round_q8(_mm256_mul_ps(v1, mul));
+        const __m256i i2 = round_q8(_mm256_mul_ps(v2, mul)), i3 = round_q8(_mm256_mul_ps(v3, mul));
+        /* packs work per 128-bit lane: fix the dword order afterwards */
+        __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
+        p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        _mm256_storeu_si256((__m256i *)y[i].qs, p);
+    }
+}
+
+/* ---- table --------------------------------------------------------------------------- */
+
+void clb_kernels_fill_avx2(clb_kernels *k) {
+    k->isa = "avx2";
+    k->vec_dot[CLB_DT_F32] = vec_dot_f32;
+    k->vec_dot[CLB_DT_F16] = vec_dot_f16;
+    k->vec_dot[CLB_DT_BF16] = vec_dot_bf16;
+    k->vec_dot[CLB_DT_Q8_0] = vec_dot_q8_0;
+    k->vec_dot[CLB_DT_Q4_0] = vec_dot_q4_0;
+    k->vec_dot[CLB_DT_Q4_1] = vec_dot_q4_1;
+    k->vec_dot[CLB_DT_Q5_0] = vec_dot_q5_0;
+    k->vec_dot[CLB_DT_Q5_1] = vec_dot_q5_1;
+    k->vec_dot[CLB_DT_IQ4_NL] = vec_dot_iq4_nl;
+    k->vec_dot[CLB_DT_MXFP4] = vec_dot_mxfp4;
+    k->vec_dot[CLB_DT_Q2_K] = vec_dot_q2_k;
+    k->vec_dot[CLB_DT_Q3_K] = vec_dot_q3_k;
+    k->vec_dot[CLB_DT_Q4_K] = vec_dot_q4_k;
+    k->vec_dot[CLB_DT_Q5_K] = vec_dot_q5_k;
+    k->vec_dot[CLB_DT_Q6_K] = vec_dot_q6_k;
+    k->vec_dot[CLB_DT_IQ4_XS] = vec_dot_iq4_xs;
+    k->quantize[CLB_DT_Q8_0] = quantize_q8_0;
+}
+
+#else
+typedef int clb_x86_avx2_empty_tu; /* ISO C forbids an empty translation unit */
+#endif /* __x86_64__ */

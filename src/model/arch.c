@@ -1,0 +1,490 @@
+/* arch.c — architecture descriptors: a family is a table entry, not code.
+ *
+ * clb_hparams_from_hf reads the keys every family shares, then applies the descriptor's
+ * fields (which key holds the expert count, the router's scoring, fixed semantics such as
+ * Mixtral's renormalised top-k). Options a family defines but this build cannot compute
+ * are refused by name rather than silently ignored. */
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/common.h"
+#include "model/model.h"
+
+struct clb_arch_desc {
+    const char *name;
+    const char *hf_arch[3];       /* config.json "architectures" entries accepted */
+    const char *hf_model_type[3]; /* or "model_type" */
+    const char *gguf_arch;        /* general.architecture */
+    bool moe;                     /* has routed experts */
+    const char *key_n_expert;     /* config key of the routed expert count */
+    const char *key_ff_exp;       /* config key of the expert FFN width */
+    int router_score;
+    bool norm_topk;               /* default of norm_topk_prob */
+    bool norm_topk_key;           /* norm_topk_prob is read from the config */
+    bool qkv_bias;                /* q/k/v projections always have biases */
+    int qk_norm;
+    bool shexp;                   /* shared_expert_intermediate_size + sigmoid gate */
+    bool sparse_step;             /* decoder_sparse_step / mlp_only_layers */
+    bool tie_default;
+};
+
+static const clb_arch_desc ARCHS[] = {
+    {
+        .name = "llama",
+        .hf_arch = {"LlamaForCausalLM", "MistralForCausalLM"},
+        .hf_model_type = {"llama", "mistral"},
+        .gguf_arch = "llama",
+        .moe = false,
+    },
+    {
+        .name = "mixtral",
+        .hf_arch = {"MixtralForCausalLM"},
+        .hf_model_type = {"mixtral"},
+        .gguf_arch = "llama",
+        .moe = true,
+        .key_n_expert = "num_local_experts",
+        .key_ff_exp = "intermediate_size",
+        .router_score = CLB_SCORE_SOFTMAX,
+        .norm_topk = true, /* softmax over the k selected logits == softmax + renormalise */
+    },
+};
+
+static bool str_in(const char *s, const char *const *list, int n) {
+    for (int i = 0; i < n && list[i]; i++)
+        if (strcmp(s, list[i]) == 0) return true;
+    return false;
+}
+
+const char *clb_arch_supported_list(void) {
+    static char buf[512];
+    if (buf[0]) return buf;
+    for (size_t i = 0; i < CLB_ARRAY_LEN(ARCHS); i++)
+        for (int j = 0; j < 3 && ARCHS[i].hf_arch[j]; j++) {
+            if (buf[0]) strncat(buf, ", ", sizeof buf - strlen(buf) - 1);
+            strncat(buf, ARCHS[i].hf_arch[j], sizeof buf - strlen(buf) - 1);
+        }
+    return buf;
+}
+
+const clb_arch_desc *clb_arch_from_hf(const cJSON *config) {
+    const cJSON *archs = cJSON_GetObjectItemCaseSensitive(config, "architectures");
+    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(config, "model_type");
+    const char *arch0 = NULL;
+    if (cJSON_IsArray(archs) && cJSON_IsString(cJSON_GetArrayItem(archs, 0)))
+        arch0 = cJSON_GetArrayItem(archs, 0)->valuestring;
+    for (size_t i = 0; i < CLB_ARRAY_LEN(ARCHS); i++) {
+        if (arch0 && str_in(arch0, ARCHS[i].hf_arch, 3)) return &ARCHS[i];
+    }
+    if (!arch0 && cJSON_IsString(mt)) {
+        for (size_t i = 0; i < CLB_ARRAY_LEN(ARCHS); i++)
+            if (str_in(mt->valuestring, ARCHS[i].hf_model_type, 3)) return &ARCHS[i];
+    }
+    clb_err(COLIBRI_ERR_UNSUPPORTED, "unsupported architecture '%s' (supported: %s)",
+            arch0 ? arch0 : (cJSON_IsString(mt) ? mt->valuestring : "(none given)"),
+            clb_arch_supported_list());
+    return NULL;
+}
+
+const clb_arch_desc *clb_arch_by_name(const char *name) {
+    for (size_t i = 0; i < CLB_ARRAY_LEN(ARCHS); i++)
+        if (strcmp(ARCHS[i].name, name) == 0) return &ARCHS[i];
+    clb_err(COLIBRI_ERR_UNSUPPORTED, "unsupported architecture '%s'", name);
+    return NULL;
+}
+
+const clb_arch_desc *clb_arch_from_gguf_name(const char *gguf_arch) {
+    for (size_t i = 0; i < CLB_ARRAY_LEN(ARCHS); i++)
+        if (strcmp(ARCHS[i].gguf_arch, gguf_arch) == 0) return &ARCHS[i];
+    clb_err(COLIBRI_ERR_UNSUPPORTED, "unsupported GGUF architecture '%s'", gguf_arch);
+    return NULL;
+}
+
+const char *clb_arch_name(const clb_arch_desc *d) { return d ? d->name : "?"; }
+
+/* ---- config.json reading ---- */
+
+static const cJSON *key(const cJSON *c, const char *k) { return cJSON_GetObjectItemCaseSensitive(c, k); }
+static bool is_null_or_missing(const cJSON *c, const char *k) {
+    const cJSON *v = key(c, k);
+    return !v || cJSON_IsNull(v);
+}
+
+static int get_int(const cJSON *c, const char *k, int def, bool required, int *out) {
+    const cJSON *v = key(c, k);
+    if (!v || cJSON_IsNull(v)) {
+        if (required) return clb_err(COLIBRI_ERR_FORMAT, "config.json: missing '%s'", k);
+        *out = def;
+        return COLIBRI_OK;
+    }
+    if (!cJSON_IsNumber(v) || v->valuedouble != (double)(int)v->valuedouble)
+        return clb_err(COLIBRI_ERR_FORMAT, "config.json: '%s' must be an integer", k);
+    *out = (int)v->valuedouble;
+    return COLIBRI_OK;
+}
+
+static int get_float(const cJSON *c, const char *k, float def, float *out) {
+    const cJSON *v = key(c, k);
+    if (!v || cJSON_IsNull(v)) {
+        *out = def;
+        return COLIBRI_OK;
+    }
+    if (!cJSON_IsNumber(v)) return clb_err(COLIBRI_ERR_FORMAT, "config.json: '%s' must be a number", k);
+    *out = (float)v->valuedouble;
+    return COLIBRI_OK;
+}
+
+static int get_bool(const cJSON *c, const char *k, bool def, bool *out) {
+    const cJSON *v = key(c, k);
+    if (!v || cJSON_IsNull(v)) {
+        *out = def;
+        return COLIBRI_OK;
+    }
+    if (!cJSON_IsBool(v)) return clb_err(COLIBRI_ERR_FORMAT, "config.json: '%s' must be true or false", k);
+    *out = cJSON_IsTrue(v);
+    return COLIBRI_OK;
+}
+
+/* bos/eos may be an int or a list of ints (first is used). */
+static int get_token_id(const cJSON *c, const char *k, int *out) {
+    const cJSON *v = key(c, k);
+    *out = -1;
+    if (cJSON_IsArray(v)) v = cJSON_GetArrayItem(v, 0);
+    if (cJSON_IsNumber(v)) *out = (int)v->valuedouble;
+    return COLIBRI_OK;
+}
+
+static int parse_rope_scaling(const cJSON *c, clb_hparams *hp) {
+    const cJSON *rs = key(c, "rope_scaling");
+    hp->rope_scaling = CLB_ROPE_SCALING_NONE;
+    if (!rs || cJSON_IsNull(rs)) return COLIBRI_OK;
+    if (!cJSON_IsObject(rs)) return clb_err(COLIBRI_ERR_FORMAT, "config.json: 'rope_scaling' must be an object");
+    const cJSON *t = key(rs, "rope_type");
+    if (!cJSON_IsString(t)) t = key(rs, "type");
+    if (!cJSON_IsString(t)) return clb_err(COLIBRI_ERR_FORMAT, "config.json: rope_scaling without rope_type");
+    const char *ty = t->valuestring;
+    if (strcmp(ty, "default") == 0) return COLIBRI_OK;
+    int rc = get_float(rs, "factor", 1.0f, &hp->rope_factor);
+    if (rc) return rc;
+    if (strcmp(ty, "linear") == 0) {
+        hp->rope_scaling = CLB_ROPE_SCALING_LINEAR;
+    } else if (strcmp(ty, "llama3") == 0) {
+        hp->rope_scaling = CLB_ROPE_SCALING_LLAMA3;
+        if ((rc = get_float(rs, "low_freq_factor", 1.0f, &hp->rope_low_freq_factor)) ||
+            (rc = get_float(rs, "high_freq_factor", 4.0f, &hp->rope_high_freq_factor)) ||
+            (rc = get_float(rs, "original_max_position_embeddings", 8192.0f, &hp->rope_orig_ctx)))
+            return rc;
+    } else if (strcmp(ty, "yarn") == 0) {
+        hp->rope_scaling = CLB_ROPE_SCALING_YARN;
+        if ((rc = get_float(rs, "beta_fast", 32.0f, &hp->rope_beta_fast)) ||
+            (rc = get_float(rs, "beta_slow", 1.0f, &hp->rope_beta_slow)) ||
+            (rc = get_float(rs, "mscale", 1.0f, &hp->rope_mscale)) ||
+            (rc = get_float(rs, "mscale_all_dim", 0.0f, &hp->rope_mscale_all_dim)) ||
+            (rc = get_float(rs, "original_max_position_embeddings", (float)hp->max_pos,
+                            &hp->rope_orig_ctx)))
+            return rc;
+    } else {
+        return clb_err(COLIBRI_ERR_UNSUPPORTED, "config.json: rope_scaling type '%s' is not supported", ty);
+    }
+    return COLIBRI_OK;
+}
+
+int clb_hparams_from_hf(const clb_arch_desc *d, const cJSON *c, clb_hparams *hp) {
+    int rc;
+    memset(hp, 0, sizeof *hp);
+    snprintf(hp->arch, sizeof hp->arch, "%s", d->name);
+    if ((rc = get_int(c, "vocab_size", 0, true, &hp->n_vocab)) ||
+        (rc = get_int(c, "hidden_size", 0, true, &hp->n_embd)) ||
+        (rc = get_int(c, "num_hidden_layers", 0, true, &hp->n_layer)) ||
+        (rc = get_int(c, "num_attention_heads", 0, true, &hp->n_head)) ||
+        (rc = get_int(c, "num_key_value_heads", hp->n_head, false, &hp->n_head_kv)) ||
+        (rc = get_int(c, "intermediate_size", 0, !d->moe, &hp->n_ff)) ||
+        (rc = get_int(c, "max_position_embeddings", 2048, false, &hp->max_pos)) ||
+        (rc = get_float(c, "rms_norm_eps", 1e-6f, &hp->norm_eps)) ||
+        (rc = get_float(c, "rope_theta", 10000.0f, &hp->rope_theta)) ||
+        (rc = get_bool(c, "tie_word_embeddings", d->tie_default, &hp->tie_embd)))
+        return rc;
+    if (hp->n_head <= 0 || hp->n_embd <= 0)
+        return clb_err(COLIBRI_ERR_FORMAT, "config.json: hidden_size and num_attention_heads must be positive");
+    if ((rc = get_int(c, "head_dim", hp->n_embd / hp->n_head, false, &hp->head_dim))) return rc;
+    hp->head_dim_v = hp->head_dim;
+    hp->n_rot = hp->head_dim;
+    hp->rope_style = CLB_ROPE_NEOX;
+    get_token_id(c, "bos_token_id", &hp->bos_id);
+    get_token_id(c, "eos_token_id", &hp->eos_id);
+    if ((rc = parse_rope_scaling(c, hp))) return rc;
+
+    const cJSON *act = key(c, "hidden_act");
+    if (cJSON_IsString(act) && strcmp(act->valuestring, "silu") != 0)
+        return clb_err(COLIBRI_ERR_UNSUPPORTED, "config.json: hidden_act '%s' is not supported (only silu)",
+                       act->valuestring);
+    bool b = false;
+    if ((rc = get_bool(c, "mlp_bias", false, &b))) return rc;
+    if (b) return clb_err(COLIBRI_ERR_UNSUPPORTED, "config.json: mlp_bias=true is not supported");
+    bool attn_bias = false;
+    if ((rc = get_bool(c, "attention_bias", false, &attn_bias))) return rc;
+    hp->qkv_bias = attn_bias || d->qkv_bias;
+    hp->o_bias = attn_bias;
+    if (!is_null_or_missing(c, "sliding_window")) {
+        bool use_sw = true;
+        if ((rc = get_bool(c, "use_sliding_window", true, &use_sw))) return rc;
+        int sw = 0;
+        if ((rc = get_int(c, "sliding_window", 0, false, &sw))) return rc;
+        if (use_sw && sw < hp->max_pos)
+            return clb_err(COLIBRI_ERR_UNSUPPORTED,
+                           "config.json: sliding_window attention (%d) is not supported", sw);
+    }
+    hp->qk_norm = d->qk_norm;
+    hp->router_score = d->router_score;
+    hp->routed_scale = 1.0f;
+    hp->norm_topk = d->norm_topk;
+    hp->moe_step = 1;
+    if (d->moe) {
+        if ((rc = get_int(c, d->key_n_expert, 0, true, &hp->n_expert)) ||
+            (rc = get_int(c, "num_experts_per_tok", 0, true, &hp->n_expert_used)) ||
+            (rc = get_int(c, d->key_ff_exp, 0, true, &hp->n_ff_exp)))
+            return rc;
+        if (d->norm_topk_key && (rc = get_bool(c, "norm_topk_prob", d->norm_topk, &hp->norm_topk)))
+            return rc;
+    }
+    hp->dense_layers = clb_calloc(hp->n_layer > 0 ? (size_t)hp->n_layer : 1, 1);
+    if (!hp->dense_layers) return clb_err(COLIBRI_ERR_NOMEM, "out of memory");
+    for (int l = 0; l < hp->n_layer; l++) hp->dense_layers[l] = d->moe ? 0 : 1;
+    return clb_hparams_validate(hp);
+}
+
+bool clb_hparams_layer_is_moe(const clb_hparams *hp, int l) {
+    if (hp->n_expert <= 0 || l < hp->first_dense) return false;
+    if (hp->dense_layers && hp->dense_layers[l]) return false;
+    return true;
+}
+
+int clb_hparams_validate(const clb_hparams *hp) {
+#define CHECK(cond, ...) \
+    do {                 \
+        if (!(cond)) return clb_err(COLIBRI_ERR_FORMAT, __VA_ARGS__); \
+    } while (0)
+    CHECK(hp->n_vocab > 0 && hp->n_vocab <= (1 << 24), "config: vocab size %d out of range", hp->n_vocab);
+    CHECK(hp->n_embd > 0 && hp->n_embd <= (1 << 16), "config: hidden size %d out of range", hp->n_embd);
+    CHECK(hp->n_layer > 0 && hp->n_layer <= CLB_MAX_LAYERS, "config: layer count %d out of range", hp->n_layer);
+    CHECK(hp->n_head > 0 && hp->n_head <= 1024, "config: head count %d out of range", hp->n_head);
+    CHECK(hp->n_head_kv > 0 && hp->n_head % hp->n_head_kv == 0,
+          "config: %d attention heads are not a multiple of %d KV heads", hp->n_head, hp->n_head_kv);
+    CHECK(hp->head_dim > 0 && hp->head_dim <= 1024 && hp->head_dim % 2 == 0, "config: head dim %d invalid",
+          hp->head_dim);
+    CHECK(hp->head_dim_v > 0 && hp->head_dim_v <= 1024, "config: value head dim %d invalid", hp->head_dim_v);
+    CHECK(hp->n_rot > 0 && hp->n_rot <= hp->head_dim && hp->n_rot % 2 == 0, "config: rotary dims %d invalid",
+          hp->n_rot);
+    CHECK(hp->norm_eps > 0 && hp->norm_eps < 1, "config: rms_norm_eps %g out of range", (double)hp->norm_eps);
+    CHECK(hp->rope_theta > 0, "config: rope_theta %g must be positive", (double)hp->rope_theta);
+    CHECK(hp->max_pos > 0, "config: max_position_embeddings %d must be positive", hp->max_pos);
+    CHECK(hp->n_ff >= 0 && hp->n_ff <= (1 << 20), "config: intermediate size %d out of range", hp->n_ff);
+    if (hp->n_expert > 0) {
+        CHECK(hp->n_expert <= COLIBRI_STATS_MAX_EXPERTS, "config: %d experts (at most %d supported)",
+              hp->n_expert, COLIBRI_STATS_MAX_EXPERTS);
+        CHECK(hp->n_expert_used >= 1 && hp->n_expert_used <= hp->n_expert,
+              "config: experts per token %d must be in 1..%d", hp->n_expert_used, hp->n_expert);
+        CHECK(hp->n_ff_exp > 0 && hp->n_ff_exp <= (1 << 20), "config: expert FFN width %d out of range",
+              hp->n_ff_exp);
+    }
+    bool any_dense = false;
+    for (int l = 0; l < hp->n_layer; l++)
+        if (!clb_hparams_layer_is_moe(hp, l)) any_dense = true;
+    CHECK(!any_dense || hp->n_ff > 0, "config: dense FFN layers need intermediate_size > 0");
+#undef CHECK
+    return COLIBRI_OK;
+}
+
+void clb_hparams_free(clb_hparams *hp) {
+    if (!hp) return;
+    clb_free(hp->dense_layers);
+    hp->dense_layers = NULL;
+}
+
+/* ---- canonical JSON (.colibri "config") ----
+ * One table drives both directions, so a field cannot be written and forgotten on read. */
+
+typedef enum { F_INT, F_FLOAT, F_BOOL } ftype;
+typedef struct {
+    const char *key;
+    ftype t;
+    size_t off;
+    bool required;
+} field;
+
+#define FI(k, m, r) {k, F_INT, offsetof(clb_hparams, m), r}
+#define FF(k, m) {k, F_FLOAT, offsetof(clb_hparams, m), false}
+#define FB(k, m) {k, F_BOOL, offsetof(clb_hparams, m), false}
+static const field FIELDS[] = {
+    FI("n_vocab", n_vocab, true), FI("n_embd", n_embd, true), FI("n_layer", n_layer, true),
+    FI("n_head", n_head, true), FI("n_head_kv", n_head_kv, true), FI("head_dim", head_dim, true),
+    FI("head_dim_v", head_dim_v, true), FI("n_rot", n_rot, true), FI("n_ff", n_ff, false),
+    FI("n_expert", n_expert, false), FI("n_expert_used", n_expert_used, false),
+    FI("n_ff_exp", n_ff_exp, false), FI("n_shared_exp", n_shared_exp, false),
+    FI("n_ff_shexp", n_ff_shexp, false), FB("shexp_gate", shexp_gate), FI("first_dense", first_dense, false),
+    FI("moe_step", moe_step, false), FF("norm_eps", norm_eps), FF("rope_theta", rope_theta),
+    FI("rope_style", rope_style, false), FI("rope_scaling", rope_scaling, false),
+    FF("rope_factor", rope_factor), FF("rope_orig_ctx", rope_orig_ctx), FF("rope_beta_fast", rope_beta_fast),
+    FF("rope_beta_slow", rope_beta_slow), FF("rope_mscale", rope_mscale),
+    FF("rope_mscale_all_dim", rope_mscale_all_dim), FF("rope_low_freq_factor", rope_low_freq_factor),
+    FF("rope_high_freq_factor", rope_high_freq_factor), FI("max_pos", max_pos, true),
+    FB("tie_embd", tie_embd), FB("qkv_bias", qkv_bias), FB("o_bias", o_bias), FI("qk_norm", qk_norm, false),
+    FI("attn_kind", attn_kind, false), FI("q_lora_rank", q_lora_rank, false),
+    FI("kv_lora_rank", kv_lora_rank, false), FI("router_score", router_score, false),
+    FB("norm_topk", norm_topk), FF("routed_scale", routed_scale), FI("n_group", n_group, false),
+    FI("topk_group", topk_group, false), FB("score_bias", score_bias), FF("embd_mult", embd_mult),
+    FF("resid_mult", resid_mult), FF("attn_mult", attn_mult), FF("logit_div", logit_div),
+    FI("bos_id", bos_id, false), FI("eos_id", eos_id, false),
+};
+
+cJSON *clb_hparams_to_json(const clb_hparams *hp) {
+    cJSON *j = cJSON_CreateObject();
+    if (!j) return NULL;
+    cJSON_AddStringToObject(j, "architecture", hp->arch);
+    for (size_t i = 0; i < CLB_ARRAY_LEN(FIELDS); i++) {
+        const char *p = (const char *)hp + FIELDS[i].off;
+        switch (FIELDS[i].t) {
+        case F_INT: cJSON_AddNumberToObject(j, FIELDS[i].key, *(const int *)p); break;
+        case F_FLOAT: cJSON_AddNumberToObject(j, FIELDS[i].key, (double)*(const float *)p); break;
+        case F_BOOL: cJSON_AddBoolToObject(j, FIELDS[i].key, *(const bool *)p); break;
+        }
+    }
+    cJSON *dl = cJSON_AddArrayToObject(j, "dense_layers");
+    for (int l = 0; l < hp->n_layer; l++)
+        if (hp->dense_layers && hp->dense_layers[l]) cJSON_AddItemToArray(dl, cJSON_CreateNumber(l));
+    return j;
+}
+
+int clb_hparams_from_json(const cJSON *j, clb_hparams *hp) {
+    memset(hp, 0, sizeof *hp);
+    const cJSON *a = key(j, "architecture");
+    if (!cJSON_IsString(a)) return clb_err(COLIBRI_ERR_FORMAT, "config: missing 'architecture'");
+    if (!clb_arch_by_name(a->valuestring)) return COLIBRI_ERR_UNSUPPORTED;
+    snprintf(hp->arch, sizeof hp->arch, "%s", a->valuestring);
+    for (size_t i = 0; i < CLB_ARRAY_LEN(FIELDS); i++) {
+        char *p = (char *)hp + FIELDS[i].off;
+        const cJSON *v = key(j, FIELDS[i].key);
+        if (!v) {
+            if (FIELDS[i].required) return clb_err(COLIBRI_ERR_FORMAT, "config: missing '%s'", FIELDS[i].key);
+            continue;
+        }
+        if (FIELDS[i].t == F_BOOL) {
+            if (!cJSON_IsBool(v)) return clb_err(COLIBRI_ERR_FORMAT, "config: '%s' must be a boolean", FIELDS[i].key);
+            *(bool *)p = cJSON_IsTrue(v);
+            continue;
+        }
+        if (!cJSON_IsNumber(v)) return clb_err(COLIBRI_ERR_FORMAT, "config: '%s' must be a number", FIELDS[i].key);
+        if (FIELDS[i].t == F_INT) {
+            if (v->valuedouble != (double)(int)v->valuedouble)
+                return clb_err(COLIBRI_ERR_FORMAT, "config: '%s' must be an integer", FIELDS[i].key);
+            *(int *)p = (int)v->valuedouble;
+        } else {
+            *(float *)p = (float)v->valuedouble;
+        }
+    }
+    if (hp->n_layer <= 0 || hp->n_layer > CLB_MAX_LAYERS)
+        return clb_err(COLIBRI_ERR_FORMAT, "config: layer count %d out of range", hp->n_layer);
+    hp->dense_layers = clb_calloc((size_t)hp->n_layer, 1);
+    if (!hp->dense_layers) return clb_err(COLIBRI_ERR_NOMEM, "out of memory");
+    const cJSON *dl = key(j, "dense_layers"), *it;
+    cJSON_ArrayForEach(it, dl) {
+        if (!cJSON_IsNumber(it) || it->valuedouble < 0 || it->valuedouble >= hp->n_layer) {
+            clb_hparams_free(hp);
+            return clb_err(COLIBRI_ERR_FORMAT, "config: dense_layers entry out of range");
+        }
+        hp->dense_layers[(int)it->valuedouble] = 1;
+    }
+    int rc = clb_hparams_validate(hp);
+    if (rc) clb_hparams_free(hp);
+    return rc;
+}
+
+/* ---- HF tensor names ----
+ * Patterns use {L} (layer) and {E} (expert) placeholders that match decimal integers. */
+typedef struct {
+    const char *hf, *canon;
+} name_map;
+
+static const name_map HF_NAMES[] = {
+    {"model.embed_tokens.weight", "token_embd.weight"},
+    {"model.norm.weight", "output_norm.weight"},
+    {"lm_head.weight", "output.weight"},
+    {"model.layers.{L}.input_layernorm.weight", "blk.{L}.attn_norm.weight"},
+    {"model.layers.{L}.post_attention_layernorm.weight", "blk.{L}.ffn_norm.weight"},
+    {"model.layers.{L}.self_attn.q_proj.weight", "blk.{L}.attn_q.weight"},
+    {"model.layers.{L}.self_attn.k_proj.weight", "blk.{L}.attn_k.weight"},
+    {"model.layers.{L}.self_attn.v_proj.weight", "blk.{L}.attn_v.weight"},
+    {"model.layers.{L}.self_attn.o_proj.weight", "blk.{L}.attn_output.weight"},
+    {"model.layers.{L}.self_attn.q_proj.bias", "blk.{L}.attn_q.bias"},
+    {"model.layers.{L}.self_attn.k_proj.bias", "blk.{L}.attn_k.bias"},
+    {"model.layers.{L}.self_attn.v_proj.bias", "blk.{L}.attn_v.bias"},
+    {"model.layers.{L}.self_attn.o_proj.bias", "blk.{L}.attn_output.bias"},
+    {"model.layers.{L}.self_attn.q_norm.weight", "blk.{L}.attn_q_norm.weight"},
+    {"model.layers.{L}.self_attn.k_norm.weight", "blk.{L}.attn_k_norm.weight"},
+    {"model.layers.{L}.mlp.gate_proj.weight", "blk.{L}.ffn_gate.weight"},
+    {"model.layers.{L}.mlp.up_proj.weight", "blk.{L}.ffn_up.weight"},
+    {"model.layers.{L}.mlp.down_proj.weight", "blk.{L}.ffn_down.weight"},
+    /* Mixtral */
+    {"model.layers.{L}.block_sparse_moe.gate.weight", "blk.{L}.ffn_gate_inp.weight"},
+    {"model.layers.{L}.block_sparse_moe.experts.{E}.w1.weight", "blk.{L}.ffn_gate.{E}.weight"},
+    {"model.layers.{L}.block_sparse_moe.experts.{E}.w3.weight", "blk.{L}.ffn_up.{E}.weight"},
+    {"model.layers.{L}.block_sparse_moe.experts.{E}.w2.weight", "blk.{L}.ffn_down.{E}.weight"},
+    /* Qwen-MoE, OLMoE, DeepSeek routed experts */
+    {"model.layers.{L}.mlp.gate.weight", "blk.{L}.ffn_gate_inp.weight"},
+    {"model.layers.{L}.mlp.experts.{E}.gate_proj.weight", "blk.{L}.ffn_gate.{E}.weight"},
+    {"model.layers.{L}.mlp.experts.{E}.up_proj.weight", "blk.{L}.ffn_up.{E}.weight"},
+    {"model.layers.{L}.mlp.experts.{E}.down_proj.weight", "blk.{L}.ffn_down.{E}.weight"},
+};
+
+/* Matches s against pattern p; fills L/E. */
+static bool match(const char *p, const char *s, int *L, int *E) {
+    while (*p) {
+        if (p[0] == '{' && (p[1] == 'L' || p[1] == 'E') && p[2] == '}') {
+            if (*s < '0' || *s > '9') return false;
+            long v = 0;
+            int digits = 0;
+            while (*s >= '0' && *s <= '9') {
+                v = v * 10 + (*s++ - '0');
+                if (++digits > 6) return false;
+            }
+            if (p[1] == 'L') *L = (int)v;
+            else *E = (int)v;
+            p += 3;
+            continue;
+        }
+        if (*p++ != *s++) return false;
+    }
+    return *s == 0;
+}
+
+static void render(const char *p, int L, int E, char *out, size_t cap) {
+    size_t k = 0;
+    while (*p && k + 1 < cap) {
+        if (p[0] == '{' && (p[1] == 'L' || p[1] == 'E') && p[2] == '}') {
+            int n = snprintf(out + k, cap - k, "%d", p[1] == 'L' ? L : E);
+            if (n < 0) break;
+            k += (size_t)n;
+            if (k >= cap) k = cap - 1;
+            p += 3;
+            continue;
+        }
+        out[k++] = *p++;
+    }
+    out[k] = 0;
+}
+
+bool clb_arch_map_hf_name(const clb_arch_desc *d, const char *hf, char *out, size_t cap, int *layer,
+                          int *expert) {
+    (void)d;
+    for (size_t i = 0; i < CLB_ARRAY_LEN(HF_NAMES); i++) {
+        int L = -1, E = -1;
+        if (match(HF_NAMES[i].hf, hf, &L, &E)) {
+            render(HF_NAMES[i].canon, L, E, out, cap);
+            *layer = L;
+            *expert = E;
+            return true;
+        }
+    }
+    return false;
+}

@@ -1,0 +1,181 @@
+/* convert.c — source -> .colibri. Router weights, norms and biases stay f32; other matrices
+ * get the requested dtype (experts may get their own). A tensor whose source dtype equals
+ * its target is copied byte for byte, so GGUF quantized blocks stay bit-exact. */
+#include <stdio.h>
+#include <string.h>
+
+#include "core/common.h"
+#include "format/container.h"
+#include "model/convert.h"
+#include "model/loader.h"
+#include "model/source.h"
+
+enum { CHUNK_BYTES = 1 << 20 };
+
+static bool keep_f32(const clb_src_tensor *t) {
+    if (t->n_dims == 1) return true;
+    return strstr(t->name, "ffn_gate_inp") != NULL || strstr(t->name, "exp_probs_b") != NULL;
+}
+
+static int target_dtype(const clb_src_tensor *t, const clb_convert_opts *o, bool *fallback) {
+    *fallback = false;
+    int want = t->expert >= 0 && o->expert_dtype >= 0 ? o->expert_dtype : o->dtype;
+    if (keep_f32(t)) want = clb_type(t->dtype) && clb_type(t->dtype)->is_quantized ? t->dtype : CLB_DT_F32;
+    if (want < 0) return t->dtype;
+    uint64_t rb;
+    if (!clb_row_bytes(want, t->shape[t->n_dims - 1], &rb)) {
+        *fallback = true; /* e.g. 48 columns cannot be cut into 32-wide blocks */
+        return CLB_DT_F16;
+    }
+    return want;
+}
+
+static int convert_tensor(clb_cwriter *w, int idx, const clb_src_tensor *t, int dst_dtype, uint8_t *out_buf,
+                          uint8_t *src_buf, float *row_f32, uint64_t *done, uint64_t total, const clb_convert_opts *o) {
+    if (dst_dtype == t->dtype) {
+        for (uint64_t off = 0; off < t->size; off += CHUNK_BYTES) {
+            uint64_t n = CLB_MIN((uint64_t)CHUNK_BYTES, t->size - off);
+            int rc = clb_cwriter_write(w, idx, t->data + off, n);
+            if (rc) return rc;
+            *done += n;
+            if (o->progress) o->progress(*done, total, o->user);
+        }
+        return COLIBRI_OK;
+    }
+    if (!clb_dtype_is_weight(t->dtype))
+        return clb_err(COLIBRI_ERR_UNSUPPORTED, "tensor '%s': cannot convert from %s", t->name, clb_dtype_name(t->dtype));
+    const int64_t cols = t->shape[t->n_dims - 1];
+    uint64_t src_rb, dst_rb;
+    clb_row_bytes(t->dtype, cols, &src_rb);
+    clb_row_bytes(dst_dtype, cols, &dst_rb);
+    uint64_t n_rows = t->size / src_rb;
+    uint64_t rows_per_chunk = CLB_MAX((uint64_t)1, (uint64_t)CHUNK_BYTES / dst_rb);
+    for (uint64_t r = 0; r < n_rows;) {
+        uint64_t cnt = CLB_MIN(rows_per_chunk, n_rows - r);
+        for (uint64_t i = 0; i < cnt; i++) {
+            /* safetensors data need not be naturally aligned: copy such rows first */
+            const uint8_t *src = t->data + (r + i) * src_rb;
+            if ((uintptr_t)src % 4 != 0) {
+                memcpy(src_buf, src, (size_t)src_rb);
+                src = src_buf;
+            }
+            clb_dequantize_row_ref(t->dtype, src, row_f32, cols);
+            clb_quantize_row_ref(dst_dtype, row_f32, out_buf + i * dst_rb, cols);
+        }
+        int rc = clb_cwriter_write(w, idx, out_buf, cnt * dst_rb);
+        if (rc) return rc;
+        *done += cnt * src_rb;
+        if (o->progress) o->progress(*done, total, o->user);
+        r += cnt;
+    }
+    return COLIBRI_OK;
+}
+
+int clb_convert(const char *src_path, const char *dst_path, const clb_convert_opts *o, clb_convert_report *rep) {
+    clb_convert_report dummy;
+    if (!rep) rep = &dummy;
+    memset(rep, 0, sizeof *rep);
+    if (o->dtype >= 0 && !clb_dtype_can_quantize(o->dtype))
+        return clb_err(COLIBRI_ERR_ARG, "convert cannot produce dtype %s", clb_dtype_name(o->dtype));
+    if (o->expert_dtype >= 0 && !clb_dtype_can_quantize(o->expert_dtype))
+        return clb_err(COLIBRI_ERR_ARG, "convert cannot produce dtype %s", clb_dtype_name(o->expert_dtype));
+    /* bind the model once: every shape is checked against the config before a byte is
+       written, with the loader's messages */
+    clb_model *check;
+    int rc = clb_model_load(src_path, &check);
+    if (rc) return rc;
+    clb_model_free(check);
+    clb_source s;
+    if ((rc = clb_source_open(src_path, &s))) return rc;
+    const int n = s.n_tensors;
+    clb_cw_tensor *desc = clb_calloc((size_t)(n ? n : 1), sizeof *desc);
+    int *order = clb_calloc((size_t)(n ? n : 1), sizeof *order), *dt = clb_calloc((size_t)(n ? n : 1), sizeof *dt);
+    uint8_t *out_buf = NULL, *src_buf = NULL;
+    float *row = NULL;
+    clb_cwriter *w = NULL;
+    cJSON *config = NULL;
+    if (!desc || !order || !dt) {
+        rc = clb_err(COLIBRI_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    /* order: dense tensors, then per (layer, expert): gate, up, down */
+    int k = 0;
+    int64_t max_cols = 1;
+    for (int i = 0; i < n; i++)
+        if (s.tensors[i].expert < 0) order[k++] = i;
+    static const char *const parts[] = {"ffn_gate", "ffn_up", "ffn_down"};
+    for (int l = 0; l < s.hp.n_layer; l++)
+        for (int e = 0; e < s.hp.n_expert; e++)
+            for (int p = 0; p < 3; p++) {
+                char name[96];
+                snprintf(name, sizeof name, "blk.%d.%s.%d.weight", l, parts[p], e);
+                const clb_src_tensor *t = clb_source_find(&s, name);
+                if (t) order[k++] = (int)(t - s.tensors);
+            }
+    if (k != n) {
+        rc = clb_err(COLIBRI_ERR_FORMAT, "%s: %d routed-expert tensors do not fit the model's %d layers x %d experts",
+                     src_path, n - k, s.hp.n_layer, s.hp.n_expert);
+        goto done;
+    }
+    uint64_t total = 0, max_out_row = 0;
+    for (int i = 0; i < n; i++) {
+        const clb_src_tensor *t = &s.tensors[order[i]];
+        bool fb;
+        dt[i] = target_dtype(t, o, &fb);
+        rep->n_fallback += fb;
+        desc[i] = (clb_cw_tensor){.name = t->name, .dtype = dt[i], .n_dims = t->n_dims, .layer = t->layer,
+                                  .expert = t->expert};
+        memcpy(desc[i].shape, t->shape, sizeof desc[i].shape);
+        int64_t cols = t->shape[t->n_dims - 1];
+        uint64_t rb = 0, srb = 0;
+        clb_row_bytes(dt[i], cols, &rb);
+        clb_row_bytes(t->dtype, cols, &srb);
+        max_out_row = CLB_MAX(max_out_row, CLB_MAX(rb, srb));
+        max_cols = CLB_MAX(max_cols, cols);
+        total += t->size;
+        if (fb)
+            clb_log(CLB_LOG_WARN, "tensor '%s': %lld columns do not fit %s blocks, stored as f16", t->name,
+                    (long long)cols, clb_dtype_name(o->expert_dtype >= 0 && t->expert >= 0 ? o->expert_dtype : o->dtype));
+    }
+    out_buf = clb_alloc_aligned((size_t)CLB_MAX((uint64_t)CHUNK_BYTES, max_out_row) + 64);
+    src_buf = clb_alloc_aligned((size_t)max_out_row + 64);
+    row = clb_alloc_aligned((size_t)max_cols * sizeof(float));
+    config = clb_hparams_to_json(&s.hp);
+    if (!out_buf || !src_buf || !row || !config) {
+        rc = clb_err(COLIBRI_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    w = clb_cwriter_create(dst_path, config, s.tokenizer, desc, n);
+    if (!w) {
+        rc = COLIBRI_ERR_IO;
+        goto done;
+    }
+    uint64_t progress = 0;
+    for (int i = 0; i < n; i++) {
+        if ((rc = convert_tensor(w, i, &s.tensors[order[i]], dt[i], out_buf, src_buf, row, &progress, total, o))) {
+            clb_err_prefix("%s", dst_path);
+            goto done;
+        }
+    }
+    if ((rc = clb_cwriter_finish(w))) goto done;
+    rep->bytes_in = total;
+    rep->n_tensors = n;
+    {
+        clb_map m;
+        if (clb_map_open(dst_path, &m) == COLIBRI_OK) {
+            rep->bytes_out = m.size;
+            clb_map_close(&m);
+        }
+    }
+done:
+    clb_cwriter_free(w);
+    cJSON_Delete(config);
+    clb_free_aligned(out_buf);
+    clb_free_aligned(src_buf);
+    clb_free_aligned(row);
+    clb_free(desc);
+    clb_free(order);
+    clb_free(dt);
+    clb_source_close(&s);
+    return rc;
+}

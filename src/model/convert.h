@@ -1,0 +1,23 @@
+/* convert.h — writes a .colibri container from any source (HF directory, GGUF, .colibri),
+ * streaming one tensor row-chunk at a time. */
+#ifndef CLB_CONVERT_H
+#define CLB_CONVERT_H
+
+#include <stdint.h>
+
+typedef struct clb_convert_opts {
+    int dtype;        /* dense weights: a clb_dtype, or -1 to keep the source's (bit-exact) */
+    int expert_dtype; /* routed experts: a clb_dtype, or -1 for "as dtype" */
+    /* called now and then with bytes written so far and the total (may be NULL) */
+    void (*progress)(uint64_t done, uint64_t total, void *user);
+    void *user;
+} clb_convert_opts;
+
+typedef struct clb_convert_report {
+    uint64_t bytes_in, bytes_out;
+    int n_tensors, n_fallback; /* tensors whose shape did not fit the block size (kept f16) */
+} clb_convert_report;
+
+int clb_convert(const char *src_path, const char *dst_path, const clb_convert_opts *o, clb_convert_report *rep);
+
+#endif

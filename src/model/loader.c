@@ -1,0 +1,215 @@
+/* loader.c — binds canonical tensors to layers and checks their shapes against the
+ * hyper-parameters ("shapes that disagree with the config" are reported by tensor name). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/common.h"
+#include "model/loader.h"
+
+typedef struct clb_owned owned_block;
+struct clb_owned {
+    owned_block *next;
+    void *p;
+};
+
+typedef struct binder {
+    clb_model *m;
+    uint8_t *used; /* [n_tensors] */
+    owned_block *owned;
+} binder;
+
+static void *own(binder *b, size_t bytes) {
+    owned_block *ob = clb_calloc(1, sizeof *ob);
+    if (!ob) return NULL;
+    ob->p = clb_alloc_aligned(bytes);
+    if (!ob->p) {
+        clb_free(ob);
+        return NULL;
+    }
+    ob->next = b->owned;
+    b->owned = ob;
+    return ob->p;
+}
+
+static void shape_str(const clb_src_tensor *t, char *buf, size_t cap) {
+    size_t k = 0;
+    buf[k++] = '[';
+    for (int i = 0; i < t->n_dims && k + 24 < cap; i++)
+        k += (size_t)snprintf(buf + k, cap - k, "%s%lld", i ? "," : "", (long long)t->shape[i]);
+    snprintf(buf + k, cap - k, "]");
+}
+
+enum { OPTIONAL = 0, REQUIRED = 1 };
+
+/* Binds `name` as a rows x cols matrix (rows == 1: a vector, stored 1-D or [1][n]).
+   Vectors are always f32 for the engine: other float dtypes are converted once here. */
+static int bind(binder *b, const char *name, int64_t rows, int64_t cols, int required, bool vector,
+                clb_weight *w) {
+    clb_model *m = b->m;
+    memset(w, 0, sizeof *w);
+    const clb_src_tensor *t = clb_source_find(&m->src, name);
+    if (!t) {
+        if (required) return clb_err(COLIBRI_ERR_FORMAT, "%s: missing tensor '%s'", m->src.path, name);
+        return COLIBRI_OK;
+    }
+    b->used[t - m->src.tensors] = 1;
+    int64_t trows = t->n_dims == 1 ? 1 : t->shape[0], tcols = t->shape[t->n_dims - 1];
+    bool shape_ok = (t->n_dims == 2 && trows == rows && tcols == cols) ||
+                    (t->n_dims == 1 && rows == 1 && tcols == cols);
+    if (!shape_ok) {
+        char s[96];
+        shape_str(t, s, sizeof s);
+        return clb_err(COLIBRI_ERR_FORMAT, "%s: tensor '%s' has shape %s but the config implies [%lld,%lld]",
+                       m->src.path, name, s, (long long)rows, (long long)cols);
+    }
+    if (!t->data || !clb_dtype_is_weight(t->dtype))
+        return clb_err(COLIBRI_ERR_UNSUPPORTED, "%s: tensor '%s' has unsupported type %s", m->src.path, name,
+                       clb_dtype_name(t->dtype));
+    uint64_t rb;
+    if (!clb_row_bytes(t->dtype, cols, &rb) || rb * (uint64_t)rows != t->size)
+        return clb_err(COLIBRI_ERR_FORMAT, "%s: tensor '%s' holds %llu bytes, %s x [%lld,%lld] needs %llu",
+                       m->src.path, name, (unsigned long long)t->size, clb_dtype_name(t->dtype), (long long)rows,
+                       (long long)cols, (unsigned long long)(rb * (uint64_t)rows));
+    w->rows = rows;
+    w->cols = cols;
+    w->dtype = t->dtype;
+    w->row_bytes = rb;
+    w->data = t->data;
+    if (vector && t->dtype != CLB_DT_F32) {
+        float *f = own(b, (size_t)cols * sizeof(float));
+        if (!f) return clb_err(COLIBRI_ERR_NOMEM, "out of memory");
+        clb_dequantize_row_ref(t->dtype, t->data, f, cols);
+        w->data = f;
+        w->dtype = CLB_DT_F32;
+        w->row_bytes = (uint64_t)cols * sizeof(float);
+    } else if ((uintptr_t)t->data % 4 != 0) {
+        /* e.g. a safetensors header of odd length: copy so loads are naturally aligned */
+        void *p = own(b, (size_t)t->size);
+        if (!p) return clb_err(COLIBRI_ERR_NOMEM, "out of memory");
+        memcpy(p, t->data, (size_t)t->size);
+        w->data = p;
+    }
+    return COLIBRI_OK;
+}
+
+static int bind_layer(binder *b, int l) {
+    clb_model *m = b->m;
+    const clb_hparams *hp = m->hp;
+    clb_layer *L = &m->layers[l];
+    char n[128];
+    int rc;
+    const int64_t E = hp->n_embd, qd = (int64_t)hp->n_head * hp->head_dim, kd = (int64_t)hp->n_head_kv * hp->head_dim,
+                  vd = (int64_t)hp->n_head_kv * hp->head_dim_v, od = (int64_t)hp->n_head * hp->head_dim_v;
+#define B(suffix, rows, cols, req, vec, dst)                         \
+    do {                                                             \
+        snprintf(n, sizeof n, "blk.%d." suffix, l);                  \
+        if ((rc = bind(b, n, rows, cols, req, vec, dst))) return rc; \
+    } while (0)
+    B("attn_norm.weight", 1, E, REQUIRED, true, &L->attn_norm);
+    B("attn_q.weight", qd, E, REQUIRED, false, &L->wq);
+    B("attn_k.weight", kd, E, REQUIRED, false, &L->wk);
+    B("attn_v.weight", vd, E, REQUIRED, false, &L->wv);
+    B("attn_output.weight", E, od, REQUIRED, false, &L->wo);
+    B("attn_q.bias", 1, qd, hp->qkv_bias, true, &L->bq);
+    B("attn_k.bias", 1, kd, hp->qkv_bias, true, &L->bk);
+    B("attn_v.bias", 1, vd, hp->qkv_bias, true, &L->bv);
+    B("attn_output.bias", 1, E, hp->o_bias, true, &L->bo);
+    if (hp->qk_norm != CLB_QKNORM_NONE) {
+        int64_t qn = hp->qk_norm == CLB_QKNORM_HEAD ? hp->head_dim : qd;
+        int64_t kn = hp->qk_norm == CLB_QKNORM_HEAD ? hp->head_dim : kd;
+        B("attn_q_norm.weight", 1, qn, REQUIRED, true, &L->q_norm);
+        B("attn_k_norm.weight", 1, kn, REQUIRED, true, &L->k_norm);
+    }
+    B("ffn_norm.weight", 1, E, REQUIRED, true, &L->ffn_norm);
+    L->is_moe = clb_hparams_layer_is_moe(hp, l);
+    if (!L->is_moe) {
+        B("ffn_gate.weight", hp->n_ff, E, REQUIRED, false, &L->ffn_gate);
+        B("ffn_up.weight", hp->n_ff, E, REQUIRED, false, &L->ffn_up);
+        B("ffn_down.weight", E, hp->n_ff, REQUIRED, false, &L->ffn_down);
+        return COLIBRI_OK;
+    }
+    B("ffn_gate_inp.weight", hp->n_expert, E, REQUIRED, false, &L->router);
+    B("exp_probs_b.bias", 1, hp->n_expert, hp->score_bias, true, &L->router_bias);
+    if (hp->n_ff_shexp > 0) {
+        B("ffn_gate_shexp.weight", hp->n_ff_shexp, E, REQUIRED, false, &L->sh_gate);
+        B("ffn_up_shexp.weight", hp->n_ff_shexp, E, REQUIRED, false, &L->sh_up);
+        B("ffn_down_shexp.weight", E, hp->n_ff_shexp, REQUIRED, false, &L->sh_down);
+        if (hp->shexp_gate) B("ffn_gate_inp_shexp.weight", 1, E, REQUIRED, false, &L->sh_gate_inp);
+    }
+    for (int e = 0; e < hp->n_expert; e++) {
+        clb_expert_w *w = clb_store_slot(m->store, l, e);
+        if (!w) return clb_err(COLIBRI_ERR_INTERNAL, "expert store slot %d/%d missing", l, e);
+        snprintf(n, sizeof n, "blk.%d.ffn_gate.%d.weight", l, e);
+        if ((rc = bind(b, n, hp->n_ff_exp, E, REQUIRED, false, &w->gate))) return rc;
+        snprintf(n, sizeof n, "blk.%d.ffn_up.%d.weight", l, e);
+        if ((rc = bind(b, n, hp->n_ff_exp, E, REQUIRED, false, &w->up))) return rc;
+        snprintf(n, sizeof n, "blk.%d.ffn_down.%d.weight", l, e);
+        if ((rc = bind(b, n, E, hp->n_ff_exp, REQUIRED, false, &w->down))) return rc;
+    }
+#undef B
+    return COLIBRI_OK;
+}
+
+int clb_model_load(const char *path, clb_model **out) {
+    *out = NULL;
+    clb_model *m = clb_calloc(1, sizeof *m);
+    if (!m) return clb_err(COLIBRI_ERR_NOMEM, "out of memory");
+    int rc = clb_source_open(path, &m->src);
+    if (rc) {
+        clb_free(m);
+        return rc;
+    }
+    m->hp = &m->src.hp;
+    const clb_hparams *hp = m->hp;
+    binder b = {.m = m};
+    b.used = clb_calloc((size_t)(m->src.n_tensors ? m->src.n_tensors : 1), 1);
+    m->layers = clb_calloc((size_t)hp->n_layer, sizeof *m->layers);
+    m->store = clb_store_create(hp->n_layer, hp->n_expert);
+    if (!b.used || !m->layers || !m->store) {
+        rc = clb_err(COLIBRI_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    if ((rc = bind(&b, "token_embd.weight", hp->n_vocab, hp->n_embd, REQUIRED, false, &m->tok_embd))) goto fail;
+    if ((rc = bind(&b, "output_norm.weight", 1, hp->n_embd, REQUIRED, true, &m->output_norm))) goto fail;
+    if (hp->tie_embd) {
+        m->output = m->tok_embd;
+    } else if ((rc = bind(&b, "output.weight", hp->n_vocab, hp->n_embd, REQUIRED, false, &m->output))) {
+        goto fail;
+    }
+    for (int l = 0; l < hp->n_layer; l++)
+        if ((rc = bind_layer(&b, l))) goto fail;
+    for (int i = 0; i < m->src.n_tensors; i++) {
+        if (b.used[i]) continue;
+        /* a tied model may still ship the duplicate head */
+        if (hp->tie_embd && strcmp(m->src.tensors[i].name, "output.weight") == 0) continue;
+        rc = clb_err(COLIBRI_ERR_UNSUPPORTED, "%s: tensor '%s' is not used by the %s architecture as configured",
+                     path, m->src.tensors[i].name, hp->arch);
+        goto fail;
+    }
+    clb_source_sizes(&m->src, &m->dense_bytes, &m->expert_bytes);
+    clb_free(b.used);
+    m->owned = b.owned;
+    *out = m;
+    return COLIBRI_OK;
+fail:
+    clb_free(b.used);
+    m->owned = b.owned;
+    clb_model_free(m);
+    return rc;
+}
+
+void clb_model_free(clb_model *m) {
+    if (!m) return;
+    owned_block *ob = m->owned;
+    while (ob) {
+        owned_block *next = ob->next;
+        clb_free_aligned(ob->p);
+        clb_free(ob);
+        ob = next;
+    }
+    clb_store_free(m->store);
+    clb_free(m->layers);
+    clb_source_close(&m->src);
+    clb_free(m);
+}

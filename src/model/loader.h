@@ -1,0 +1,25 @@
+/* loader.h — binds a source's tensors to the layers of a model, checking every shape
+ * against the hyper-parameters. */
+#ifndef CLB_LOADER_H
+#define CLB_LOADER_H
+
+#include "model/model.h"
+#include "model/source.h"
+#include "moe/expert_store.h"
+
+typedef struct clb_model {
+    clb_source src;
+    const clb_hparams *hp;  /* &src.hp */
+    clb_weight tok_embd;    /* [n_vocab][n_embd] */
+    clb_weight output_norm; /* [n_embd] f32 */
+    clb_weight output;      /* [n_vocab][n_embd] (tok_embd when tied) */
+    clb_layer *layers;      /* [n_layer] */
+    clb_expert_store *store;
+    struct clb_owned *owned; /* buffers the model owns (f32 copies of f16/bf16 vectors, ...) */
+    uint64_t dense_bytes, expert_bytes;
+} clb_model;
+
+int clb_model_load(const char *path, clb_model **out);
+void clb_model_free(clb_model *m);
+
+#endif

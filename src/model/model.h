@@ -1,0 +1,134 @@
+/* model.h — hyper-parameters, architecture descriptors and the bound model.
+ *
+ * A family is data (arch.c): which config keys set which hyper-parameter, which pieces a
+ * layer uses, how the router scores and selects, and how tensor names map. The engine reads
+ * the resulting clb_hparams fields and never branches on a family's name.
+ *
+ * Canonical tensor names are GGUF's ("blk.3.attn_q.weight"); routed experts are per-expert
+ * tensors "blk.L.ffn_{gate,up,down}.E.weight" (GGUF's stacked *_exps tensors are sliced).
+ */
+#ifndef CLB_MODEL_H
+#define CLB_MODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "format/tensor.h"
+
+typedef enum { CLB_ROPE_NEOX = 0, CLB_ROPE_NORM = 1 } clb_rope_style; /* rotate-half / adjacent pairs */
+typedef enum { CLB_QKNORM_NONE = 0, CLB_QKNORM_HEAD = 1, CLB_QKNORM_FULL = 2 } clb_qknorm;
+typedef enum { CLB_SCORE_SOFTMAX = 0, CLB_SCORE_SIGMOID = 1 } clb_router_score;
+typedef enum { CLB_ATTN_GQA = 0, CLB_ATTN_MLA = 1 } clb_attn_kind;
+typedef enum {
+    CLB_ROPE_SCALING_NONE = 0,
+    CLB_ROPE_SCALING_LINEAR = 1,
+    CLB_ROPE_SCALING_DYNAMIC = 2,
+    CLB_ROPE_SCALING_YARN = 3,
+    CLB_ROPE_SCALING_LLAMA3 = 4
+} clb_rope_scaling;
+
+#define CLB_MAX_LAYERS 1024
+
+typedef struct clb_hparams {
+    char arch[32];          /* descriptor name: "llama", "mixtral", ... */
+    int n_vocab;
+    int n_embd;             /* hidden size */
+    int n_layer;
+    int n_head, n_head_kv;
+    int head_dim;           /* q/k head dim */
+    int head_dim_v;         /* v head dim (== head_dim except MLA) */
+    int n_rot;              /* rotary dims per head (== head_dim except partial rope / MLA) */
+    int n_ff;               /* dense FFN width */
+    int n_expert, n_expert_used;
+    int n_ff_exp;           /* routed expert FFN width */
+    int n_shared_exp;       /* shared experts (their FFN is n_ff_shexp wide in total) */
+    int n_ff_shexp;
+    bool shexp_gate;        /* shared expert output scaled by sigmoid(w . x) */
+    int first_dense;        /* layers [0, first_dense) use the dense FFN */
+    int moe_step;           /* MoE on layers where (l + 1) % moe_step == 0 (qwen2: decoder_sparse_step) */
+    uint8_t *dense_layers;  /* [n_layer] 1 = dense FFN (mlp_only_layers etc.); owned */
+    float norm_eps;
+    float rope_theta;
+    int rope_style;         /* clb_rope_style */
+    int rope_scaling;       /* clb_rope_scaling */
+    float rope_factor, rope_orig_ctx, rope_beta_fast, rope_beta_slow, rope_mscale, rope_mscale_all_dim;
+    float rope_low_freq_factor, rope_high_freq_factor; /* llama3 */
+    int max_pos;
+    bool tie_embd;
+    bool qkv_bias, o_bias;
+    int qk_norm;            /* clb_qknorm */
+    int attn_kind;          /* clb_attn_kind */
+    int q_lora_rank, kv_lora_rank; /* MLA */
+    /* router */
+    int router_score;       /* clb_router_score */
+    bool norm_topk;         /* renormalise the selected weights to sum 1 */
+    float routed_scale;     /* multiplies the routed experts' sum (1 = none) */
+    int n_group, topk_group; /* group-limited selection (0 = off) */
+    bool score_bias;        /* e_score_correction_bias added for selection only */
+    /* scaling (granite); 0 means "not set" */
+    float embd_mult, resid_mult, attn_mult, logit_div;
+    int bos_id, eos_id;
+} clb_hparams;
+
+/* A weight as the kernels see it: rows x cols of dtype, row-major. Vectors have rows == 1. */
+typedef struct clb_weight {
+    const void *data;
+    int dtype;
+    int64_t rows, cols;
+    uint64_t row_bytes;
+} clb_weight;
+
+typedef struct clb_expert_w {
+    clb_weight gate, up, down; /* gate/up: [n_ff_exp][n_embd], down: [n_embd][n_ff_exp] */
+} clb_expert_w;
+
+typedef struct clb_layer {
+    clb_weight attn_norm;               /* [n_embd] f32 */
+    clb_weight wq, wk, wv, wo;          /* wq [n_head*hd][n_embd], wk/wv [n_kv*hd][n_embd], wo [n_embd][n_head*hdv] */
+    clb_weight bq, bk, bv, bo;          /* optional biases (data NULL when absent) */
+    clb_weight q_norm, k_norm;          /* optional: [head_dim] (HEAD) or [n_head*hd] (FULL) */
+    /* MLA (attn_kind == MLA) */
+    clb_weight wq_a, q_a_norm, wq_b;    /* q_lora_rank > 0: q = wq_b(norm(wq_a x)); else wq */
+    clb_weight wkv_a, kv_a_norm, wkv_b; /* [kv_lora_rank + n_rot][n_embd], [kv_lora_rank], [n_head*(nope+hdv)][kv_lora_rank] */
+    clb_weight ffn_norm;                /* [n_embd] f32 */
+    bool is_moe;
+    clb_weight ffn_gate, ffn_up, ffn_down;      /* dense FFN */
+    clb_weight router;                          /* [n_expert][n_embd] f32 */
+    clb_weight router_bias;                     /* [n_expert] f32, e_score_correction_bias */
+    clb_weight sh_gate, sh_up, sh_down;         /* shared expert(s), merged */
+    clb_weight sh_gate_inp;                     /* [1][n_embd] */
+} clb_layer;
+
+/* ---- descriptors (arch.c) ---- */
+
+typedef struct clb_arch_desc clb_arch_desc;
+
+/* Finds the descriptor for an HF config (architectures[0] / model_type); NULL + error
+   naming the architecture when unsupported. */
+const clb_arch_desc *clb_arch_from_hf(const cJSON *config);
+const clb_arch_desc *clb_arch_from_gguf_name(const char *gguf_arch);
+const clb_arch_desc *clb_arch_by_name(const char *name);
+const char *clb_arch_name(const clb_arch_desc *d);
+/* Comma-separated list of supported HF architectures (for error messages / docs). */
+const char *clb_arch_supported_list(void);
+
+/* Fills hp from an HF config.json; unsupported options are errors naming the key. */
+int clb_hparams_from_hf(const clb_arch_desc *d, const cJSON *config, clb_hparams *hp);
+/* The .colibri "config" object: our canonical keys (written by convert, read by the loader). */
+cJSON *clb_hparams_to_json(const clb_hparams *hp);
+int clb_hparams_from_json(const cJSON *j, clb_hparams *hp);
+/* Checks internal consistency (positive sizes, heads divide, k <= n_expert, ...). */
+int clb_hparams_validate(const clb_hparams *hp);
+void clb_hparams_free(clb_hparams *hp);
+/* Is layer l an MoE layer? */
+bool clb_hparams_layer_is_moe(const clb_hparams *hp, int l);
+
+/* Maps an HF tensor name to the canonical name. Returns false for names the family does
+   not use (e.g. rotary_emb.inv_freq), which the caller reports or skips. *layer / *expert
+   receive the indices (-1 when none). */
+bool clb_arch_map_hf_name(const clb_arch_desc *d, const char *hf, char *out, size_t cap,
+                          int *layer, int *expert);
+
+#endif

@@ -1,0 +1,186 @@
+/* source.c — .colibri and Hugging Face sources (GGUF: source_gguf.c). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/common.h"
+#include "format/container.h"
+#include "format/safetensors.h"
+#include "model/source.h"
+#include "model/source_impl.h"
+
+static int cmp_tensor(const void *a, const void *b) {
+    return strcmp(((const clb_src_tensor *)a)->name, ((const clb_src_tensor *)b)->name);
+}
+
+int clb_source_finish_table(clb_source *s) {
+    qsort(s->tensors, (size_t)s->n_tensors, sizeof *s->tensors, cmp_tensor);
+    for (int i = 1; i < s->n_tensors; i++)
+        if (strcmp(s->tensors[i - 1].name, s->tensors[i].name) == 0)
+            return clb_err(COLIBRI_ERR_FORMAT, "%s: tensor '%s' appears twice", s->path, s->tensors[i].name);
+    return COLIBRI_OK;
+}
+
+const clb_src_tensor *clb_source_find(const clb_source *s, const char *name) {
+    clb_src_tensor key;
+    snprintf(key.name, sizeof key.name, "%s", name);
+    return bsearch(&key, s->tensors, (size_t)s->n_tensors, sizeof *s->tensors, cmp_tensor);
+}
+
+void clb_source_sizes(const clb_source *s, uint64_t *dense_bytes, uint64_t *expert_bytes) {
+    uint64_t d = 0, e = 0;
+    for (int i = 0; i < s->n_tensors; i++) {
+        if (s->tensors[i].expert >= 0) e += s->tensors[i].size;
+        else d += s->tensors[i].size;
+    }
+    if (dense_bytes) *dense_bytes = d;
+    if (expert_bytes) *expert_bytes = e;
+}
+
+/* ---- .colibri ---- */
+
+static int open_colibri(const char *path, clb_source *s) {
+    clb_container *c = clb_calloc(1, sizeof *c);
+    if (!c) return clb_err(COLIBRI_ERR_NOMEM, "out of memory");
+    int rc = clb_container_open(path, c);
+    if (rc) {
+        clb_free(c);
+        return rc;
+    }
+    s->impl = c;
+    if ((rc = clb_hparams_from_json(c->config, &s->hp))) {
+        clb_err_prefix("%s", path);
+        return rc;
+    }
+    if (c->tokenizer) s->tokenizer = cJSON_Duplicate(c->tokenizer, 1);
+    s->tensors = clb_calloc((size_t)(c->n_tensors ? c->n_tensors : 1), sizeof *s->tensors);
+    if (!s->tensors) return clb_err(COLIBRI_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < c->n_tensors; i++) {
+        const clb_tensor *t = &c->tensors[i];
+        clb_src_tensor *o = &s->tensors[i];
+        if (strlen(t->name) >= sizeof o->name)
+            return clb_err(COLIBRI_ERR_FORMAT, "%s: tensor name '%.40s...' too long", path, t->name);
+        snprintf(o->name, sizeof o->name, "%s", t->name);
+        o->dtype = t->dtype;
+        o->n_dims = t->n_dims;
+        memcpy(o->shape, t->shape, sizeof o->shape);
+        o->data = t->data;
+        o->size = t->size;
+        o->layer = t->layer;
+        o->expert = t->expert;
+        o->fd = c->map.fd;
+        o->file_offset = t->offset;
+    }
+    s->n_tensors = c->n_tensors;
+    return clb_source_finish_table(s);
+}
+
+/* ---- Hugging Face directory ---- */
+
+static cJSON *parse_or_null(const char *text) { return text ? cJSON_Parse(text) : NULL; }
+
+static int open_hf(const char *path, clb_source *s) {
+    clb_hf_dir *d = clb_calloc(1, sizeof *d);
+    if (!d) return clb_err(COLIBRI_ERR_NOMEM, "out of memory");
+    int rc = clb_hf_open(path, d);
+    if (rc) {
+        clb_free(d);
+        return rc;
+    }
+    s->impl = d;
+    const clb_arch_desc *desc = clb_arch_from_hf(d->config);
+    if (!desc) {
+        clb_err_prefix("%s", path);
+        return COLIBRI_ERR_UNSUPPORTED;
+    }
+    if ((rc = clb_hparams_from_hf(desc, d->config, &s->hp))) {
+        clb_err_prefix("%s", path);
+        return rc;
+    }
+    if (d->tokenizer_json) {
+        cJSON *tj = parse_or_null(d->tokenizer_json);
+        if (!tj) return clb_err(COLIBRI_ERR_FORMAT, "%s: tokenizer.json is not valid JSON", path);
+        cJSON *hf = cJSON_CreateObject();
+        cJSON_AddItemToObject(hf, "tokenizer_json", tj);
+        cJSON *tc = parse_or_null(d->tokenizer_config);
+        if (d->tokenizer_config && !tc) {
+            cJSON_Delete(hf);
+            return clb_err(COLIBRI_ERR_FORMAT, "%s: tokenizer_config.json is not valid JSON", path);
+        }
+        cJSON_AddItemToObject(hf, "tokenizer_config", tc ? tc : cJSON_CreateNull());
+        s->tokenizer = cJSON_CreateObject();
+        cJSON_AddItemToObject(s->tokenizer, "hf", hf);
+    }
+    s->tensors = clb_calloc((size_t)(d->n_tensors ? d->n_tensors : 1), sizeof *s->tensors);
+    if (!s->tensors) return clb_err(COLIBRI_ERR_NOMEM, "out of memory");
+    int n = 0;
+    for (int i = 0; i < d->n_tensors; i++) {
+        const clb_tensor *t = &d->tensors[i];
+        clb_src_tensor *o = &s->tensors[n];
+        int L = -1, E = -1;
+        if (!clb_arch_map_hf_name(desc, t->name, o->name, sizeof o->name, &L, &E)) {
+            /* buffers such as rotary_emb.inv_freq carry no weights */
+            if (strstr(t->name, "rotary_emb.inv_freq")) continue;
+            return clb_err(COLIBRI_ERR_UNSUPPORTED, "%s: tensor '%s' is not used by architecture %s", path,
+                           t->name, clb_arch_name(desc));
+        }
+        o->dtype = t->dtype;
+        o->n_dims = t->n_dims;
+        memcpy(o->shape, t->shape, sizeof o->shape);
+        o->data = t->data;
+        o->size = t->size;
+        o->layer = L;
+        o->expert = E;
+        o->fd = d->maps[t->file_index].fd;
+        o->file_offset = t->offset;
+        n++;
+    }
+    s->n_tensors = n;
+    return clb_source_finish_table(s);
+}
+
+int clb_source_open(const char *path, clb_source *out) {
+    memset(out, 0, sizeof *out);
+    if (!path || !*path) return clb_err(COLIBRI_ERR_ARG, "no model path given");
+    out->path = clb_strdup(path);
+    int rc;
+    if (clb_is_dir(path)) {
+        out->kind = CLB_SRC_HF;
+        rc = open_hf(path, out);
+    } else {
+        clb_map m;
+        if ((rc = clb_map_open(path, &m))) return rc;
+        char magic[8] = {0};
+        if (m.size >= 8) memcpy(magic, m.data, 8);
+        clb_map_close(&m);
+        if (memcmp(magic, "COLIBRI", 8) == 0) {
+            out->kind = CLB_SRC_COLIBRI;
+            rc = open_colibri(path, out);
+        } else if (memcmp(magic, "GGUF", 4) == 0) {
+            out->kind = CLB_SRC_GGUF;
+            rc = clb_source_open_gguf(path, out);
+        } else {
+            rc = clb_err(COLIBRI_ERR_FORMAT,
+                         "%s: not a model file (expected a .colibri or .gguf file or a Hugging Face "
+                         "directory; the first bytes are neither COLIBRI nor GGUF)",
+                         path);
+        }
+    }
+    if (rc) clb_source_close(out);
+    return rc;
+}
+
+void clb_source_close(clb_source *s) {
+    if (!s) return;
+    if (s->impl) {
+        if (s->kind == CLB_SRC_COLIBRI) clb_container_close(s->impl);
+        else if (s->kind == CLB_SRC_HF) clb_hf_close(s->impl);
+        else clb_source_close_gguf(s);
+        clb_free(s->impl);
+    }
+    clb_hparams_free(&s->hp);
+    clb_free(s->tensors);
+    cJSON_Delete(s->tokenizer);
+    clb_free(s->path);
+    memset(s, 0, sizeof *s);
+}

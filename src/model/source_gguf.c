@@ -1,0 +1,198 @@
+/* source_gguf.c — a GGUF file as a model source: `<arch>.*` hyper-parameter keys onto the
+ * descriptors' hyper-parameters, and GGUF's stacked 3-D expert tensors
+ * (blk.L.ffn_{gate,up,down}_exps.weight, expert index outermost) served as per-expert
+ * slices named like the .colibri per-expert tensors. No bytes are copied. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/common.h"
+#include "format/gguf.h"
+#include "model/source_impl.h"
+#include "text/tokenizer.h"
+
+static bool geti(const clb_gguf *g, const char *arch, const char *k, int def, int *out) {
+    char key[128];
+    int64_t v;
+    snprintf(key, sizeof key, "%s.%s", arch, k);
+    if (!clb_gguf_get_i64(g, key, &v)) {
+        *out = def;
+        return false;
+    }
+    if (v < 0 || v > (1 << 30)) v = -1; /* validate() rejects it with a message */
+    *out = (int)v;
+    return true;
+}
+
+static void getf(const clb_gguf *g, const char *arch, const char *k, float def, float *out) {
+    char key[128];
+    double v;
+    snprintf(key, sizeof key, "%s.%s", arch, k);
+    *out = clb_gguf_get_f64(g, key, &v) ? (float)v : def;
+}
+
+static int hparams_from_gguf(const clb_gguf *g, const char *arch, clb_hparams *hp, const char *path) {
+    memset(hp, 0, sizeof *hp);
+    const clb_arch_desc *d = clb_arch_from_gguf_name(arch);
+    if (!d) {
+        clb_err_prefix("%s", path);
+        return COLIBRI_ERR_UNSUPPORTED;
+    }
+    int n_expert = 0;
+    geti(g, arch, "expert_count", 0, &n_expert);
+    /* GGUF's "llama" holds both dense Llama and Mixtral: experts decide */
+    if (strcmp(arch, "llama") == 0 && n_expert > 0) d = clb_arch_by_name("mixtral");
+    snprintf(hp->arch, sizeof hp->arch, "%s", clb_arch_name(d));
+    if (!geti(g, arch, "embedding_length", 0, &hp->n_embd) || !geti(g, arch, "block_count", 0, &hp->n_layer) ||
+        !geti(g, arch, "attention.head_count", 0, &hp->n_head))
+        return clb_err(COLIBRI_ERR_FORMAT, "%s: missing %s.embedding_length, block_count or attention.head_count",
+                       path, arch);
+    geti(g, arch, "attention.head_count_kv", hp->n_head, &hp->n_head_kv);
+    geti(g, arch, "feed_forward_length", 0, &hp->n_ff);
+    geti(g, arch, "context_length", 2048, &hp->max_pos);
+    int hd = hp->n_head > 0 ? hp->n_embd / hp->n_head : 0;
+    geti(g, arch, "attention.key_length", hd, &hp->head_dim);
+    geti(g, arch, "attention.value_length", hp->head_dim, &hp->head_dim_v);
+    geti(g, arch, "rope.dimension_count", hp->head_dim, &hp->n_rot);
+    getf(g, arch, "rope.freq_base", 10000.0f, &hp->rope_theta);
+    getf(g, arch, "attention.layer_norm_rms_epsilon", 1e-5f, &hp->norm_eps);
+    hp->n_expert = n_expert;
+    geti(g, arch, "expert_used_count", 0, &hp->n_expert_used);
+    geti(g, arch, "expert_feed_forward_length", hp->n_ff, &hp->n_ff_exp);
+    hp->routed_scale = 1.0f;
+    hp->moe_step = 1;
+    hp->norm_topk = true;
+    /* llama-arch GGUF files carry Q/K rows permuted for adjacent-pair rotation */
+    hp->rope_style = strcmp(arch, "llama") == 0 ? CLB_ROPE_NORM : CLB_ROPE_NEOX;
+    char *rs = NULL;
+    {
+        char key[128];
+        snprintf(key, sizeof key, "%s.rope.scaling.type", arch);
+        rs = clb_gguf_get_str(g, key);
+    }
+    if (rs && strcmp(rs, "none") != 0) {
+        if (strcmp(rs, "linear") == 0) {
+            hp->rope_scaling = CLB_ROPE_SCALING_LINEAR;
+            getf(g, arch, "rope.scaling.factor", 1.0f, &hp->rope_factor);
+        } else {
+            int rc = clb_err(COLIBRI_ERR_UNSUPPORTED, "%s: rope scaling '%s' is not supported", path, rs);
+            clb_free(rs);
+            return rc;
+        }
+    }
+    clb_free(rs);
+    int64_t v;
+    hp->bos_id = clb_gguf_get_i64(g, "tokenizer.ggml.bos_token_id", &v) ? (int)v : -1;
+    hp->eos_id = clb_gguf_get_i64(g, "tokenizer.ggml.eos_token_id", &v) ? (int)v : -1;
+    const clb_tensor *emb = clb_gguf_find_tensor(g, "token_embd.weight");
+    if (!geti(g, arch, "vocab_size", 0, &hp->n_vocab)) {
+        int et;
+        uint64_t n = clb_gguf_arr_n(g, "tokenizer.ggml.tokens", &et);
+        if (n > 0 && n < (1u << 24)) hp->n_vocab = (int)n;
+        else if (emb && emb->n_dims == 2) hp->n_vocab = (int)emb->shape[0];
+    }
+    hp->tie_embd = clb_gguf_find_tensor(g, "output.weight") == NULL;
+    if (hp->n_layer <= 0 || hp->n_layer > CLB_MAX_LAYERS)
+        return clb_err(COLIBRI_ERR_FORMAT, "%s: layer count %d out of range", path, hp->n_layer);
+    hp->dense_layers = clb_calloc((size_t)hp->n_layer, 1);
+    if (!hp->dense_layers) return clb_err(COLIBRI_ERR_NOMEM, "out of memory");
+    int rc = clb_hparams_validate(hp);
+    if (rc) clb_err_prefix("%s", path);
+    return rc;
+}
+
+static int parse_layer(const char *name) {
+    if (strncmp(name, "blk.", 4) != 0) return -1;
+    char *end;
+    long l = strtol(name + 4, &end, 10);
+    if (end == name + 4 || *end != '.' || l < 0 || l > CLB_MAX_LAYERS) return -1;
+    return (int)l;
+}
+
+/* "blk.L.ffn_gate_exps.weight" -> "ffn_gate" when it is a stacked expert tensor */
+static const char *stacked_kind(const char *name) {
+    static const char *const kinds[] = {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"};
+    const char *dot = strchr(name + 4, '.');
+    if (!dot) return NULL;
+    for (size_t i = 0; i < 3; i++) {
+        size_t n = strlen(kinds[i]);
+        if (strncmp(dot + 1, kinds[i], n) == 0 && strcmp(dot + 1 + n, ".weight") == 0) return kinds[i];
+    }
+    return NULL;
+}
+
+int clb_source_open_gguf(const char *path, clb_source *s) {
+    clb_gguf *g = clb_calloc(1, sizeof *g);
+    if (!g) return clb_err(COLIBRI_ERR_NOMEM, "out of memory");
+    int rc = clb_gguf_open(path, g);
+    if (rc) {
+        clb_free(g);
+        return rc;
+    }
+    s->impl = g;
+    char *arch = clb_gguf_get_str(g, "general.architecture");
+    if (!arch) return clb_err(COLIBRI_ERR_FORMAT, "%s: no general.architecture", path);
+    rc = hparams_from_gguf(g, arch, &s->hp, path);
+    clb_free(arch);
+    if (rc) return rc;
+    if (clb_gguf_find(g, "tokenizer.ggml.model")) {
+        s->tokenizer = clb_tokenizer_gguf_to_json(g);
+        if (!s->tokenizer) {
+            clb_err_prefix("%s", path);
+            return COLIBRI_ERR_FORMAT;
+        }
+    }
+
+    /* count output tensors: stacked ones become n_expert slices */
+    int n = 0;
+    for (int i = 0; i < g->n_tensors; i++) n += stacked_kind(g->tensors[i].name) ? s->hp.n_expert : 1;
+    s->tensors = clb_calloc((size_t)(n ? n : 1), sizeof *s->tensors);
+    if (!s->tensors) return clb_err(COLIBRI_ERR_NOMEM, "out of memory");
+    int k = 0;
+    for (int i = 0; i < g->n_tensors; i++) {
+        const clb_tensor *t = &g->tensors[i];
+        const char *kind = stacked_kind(t->name);
+        int L = parse_layer(t->name);
+        if (strlen(t->name) >= sizeof s->tensors[0].name)
+            return clb_err(COLIBRI_ERR_FORMAT, "%s: tensor name '%.40s...' too long", path, t->name);
+        if (!kind) {
+            clb_src_tensor *o = &s->tensors[k++];
+            snprintf(o->name, sizeof o->name, "%s", t->name);
+            o->dtype = t->dtype;
+            o->n_dims = t->n_dims;
+            memcpy(o->shape, t->shape, sizeof o->shape);
+            o->data = t->data;
+            o->size = t->size;
+            o->layer = L;
+            o->expert = -1;
+            o->fd = g->map.fd;
+            o->file_offset = t->offset;
+            continue;
+        }
+        if (t->n_dims != 3 || t->shape[0] != s->hp.n_expert)
+            return clb_err(COLIBRI_ERR_FORMAT, "%s: tensor '%s' should be [%d experts][rows][cols]", path, t->name,
+                           s->hp.n_expert);
+        if (!t->data)
+            return clb_err(COLIBRI_ERR_UNSUPPORTED, "%s: tensor '%s' has unsupported type %s", path, t->name,
+                           clb_dtype_name(t->dtype));
+        uint64_t slice = t->size / (uint64_t)s->hp.n_expert;
+        for (int e = 0; e < s->hp.n_expert; e++) {
+            clb_src_tensor *o = &s->tensors[k++];
+            snprintf(o->name, sizeof o->name, "blk.%d.%.*s.%d.weight", L, (int)(strlen(kind) - 5), kind, e);
+            o->dtype = t->dtype;
+            o->n_dims = 2;
+            o->shape[0] = t->shape[1];
+            o->shape[1] = t->shape[2];
+            o->data = t->data + (uint64_t)e * slice;
+            o->size = slice;
+            o->layer = L;
+            o->expert = e;
+            o->fd = g->map.fd;
+            o->file_offset = t->offset + (uint64_t)e * slice;
+        }
+    }
+    s->n_tensors = k;
+    return clb_source_finish_table(s);
+}
+
+void clb_source_close_gguf(clb_source *s) { clb_gguf_close(s->impl); }

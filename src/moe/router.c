@@ -1,0 +1,76 @@
+/* router.c — scoring (softmax / sigmoid), optional correction bias and group limit,
+ * top-k, renormalisation and scaling, in the order the Hugging Face modeling code uses. */
+#include <float.h>
+#include <math.h>
+
+#include "moe/router.h"
+#include "model/model.h"
+
+void clb_route(const clb_router_cfg *c, const float *logits, float *scratch, int *sel, float *w) {
+    const int n = c->n_expert;
+    float *score = scratch;      /* [n] routing probabilities */
+    float *choice = scratch + n; /* [n] scores used for selection */
+    const float inv_t = (c->temperature > 0 && c->temperature != 1.0f) ? 1.0f / c->temperature : 1.0f;
+    if (c->score == CLB_SCORE_SIGMOID) {
+        for (int i = 0; i < n; i++) score[i] = 1.0f / (1.0f + expf(-logits[i] * inv_t));
+    } else {
+        float mx = -FLT_MAX;
+        for (int i = 0; i < n; i++) mx = fmaxf(mx, logits[i] * inv_t);
+        double sum = 0;
+        for (int i = 0; i < n; i++) {
+            score[i] = expf(logits[i] * inv_t - mx);
+            sum += score[i];
+        }
+        for (int i = 0; i < n; i++) score[i] = (float)(score[i] / sum);
+    }
+    for (int i = 0; i < n; i++) choice[i] = score[i] + (c->bias ? c->bias[i] : 0.0f);
+
+    if (c->n_group > 1 && c->topk_group > 0 && c->topk_group < c->n_group && n % c->n_group == 0) {
+        /* group score: sum of the two best (with a correction bias, as DeepSeek-V3's
+           noaux_tc) or the best choice score (DeepSeek-V2's group_limited_greedy) */
+        const int per = n / c->n_group;
+        float gscore[256];
+        bool keep[256] = {false};
+        for (int g = 0; g < c->n_group && g < 256; g++) {
+            float b1 = -FLT_MAX, b2 = -FLT_MAX;
+            for (int i = g * per; i < (g + 1) * per; i++) {
+                if (choice[i] > b1) {
+                    b2 = b1;
+                    b1 = choice[i];
+                } else if (choice[i] > b2) {
+                    b2 = choice[i];
+                }
+            }
+            gscore[g] = c->bias ? b1 + (per > 1 ? b2 : 0) : b1;
+        }
+        for (int k = 0; k < c->topk_group; k++) {
+            int best = -1;
+            for (int g = 0; g < c->n_group; g++)
+                if (!keep[g] && (best < 0 || gscore[g] > gscore[best])) best = g;
+            keep[best] = true;
+        }
+        for (int i = 0; i < n; i++)
+            if (!keep[i / per]) choice[i] = c->bias ? 0.0f : -FLT_MAX;
+    }
+
+    /* top-k by selection score: k is small, a partial selection sort is fastest */
+    for (int k = 0; k < c->k; k++) {
+        int best = -1;
+        for (int i = 0; i < n; i++) {
+            bool taken = false;
+            for (int j = 0; j < k; j++)
+                if (sel[j] == i) taken = true;
+            if (!taken && (best < 0 || choice[i] > choice[best])) best = i;
+        }
+        sel[k] = best;
+        w[k] = score[best];
+    }
+    if (c->norm_topk) {
+        double sum = 0;
+        for (int k = 0; k < c->k; k++) sum += w[k];
+        if (sum > 0)
+            for (int k = 0; k < c->k; k++) w[k] = (float)(w[k] / sum);
+    }
+    if (c->scale != 0 && c->scale != 1.0f)
+        for (int k = 0; k < c->k; k++) w[k] *= c->scale;
+}

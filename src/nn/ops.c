@@ -1,0 +1,118 @@
+/* ops.c — norms, activations and rotary embeddings. */
+#include <math.h>
+#include <string.h>
+
+#include "core/common.h"
+#include "nn/ops.h"
+
+void clb_rmsnorm(float *out, const float *x, const float *w, int64_t n, float eps) {
+    double ss = 0; /* double: the sum of squares of a few thousand floats loses bits in float */
+    for (int64_t i = 0; i < n; i++) ss += (double)x[i] * x[i];
+    float scale = (float)(1.0 / sqrt(ss / (double)n + (double)eps));
+    for (int64_t i = 0; i < n; i++) out[i] = x[i] * scale * w[i];
+}
+
+void clb_softmax(float *x, int64_t n) {
+    float mx = x[0];
+    for (int64_t i = 1; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+    double sum = 0;
+    for (int64_t i = 0; i < n; i++) {
+        x[i] = expf(x[i] - mx);
+        sum += x[i];
+    }
+    float inv = (float)(1.0 / sum);
+    for (int64_t i = 0; i < n; i++) x[i] *= inv;
+}
+
+void clb_silu_mul(float *g, const float *u, int64_t n) {
+    for (int64_t i = 0; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
+/* YaRN helpers, as Hugging Face's _compute_yarn_parameters defines them. */
+static double yarn_find_dim(double n_rot_rotations, int dim, double base, double max_pos) {
+    return (dim * log(max_pos / (n_rot_rotations * 2 * M_PI))) / (2 * log(base));
+}
+static double yarn_mscale(double scale, double m) { return scale <= 1 ? 1.0 : 0.1 * m * log(scale) + 1.0; }
+
+int clb_rope_init(clb_rope *r, const clb_hparams *hp) {
+    memset(r, 0, sizeof *r);
+    r->n_rot = hp->n_rot;
+    r->style = hp->rope_style;
+    r->attn_factor = 1.0f;
+    int half = hp->n_rot / 2;
+    r->inv_freq = clb_calloc((size_t)half, sizeof(double));
+    if (!r->inv_freq) return clb_err(COLIBRI_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < half; i++) r->inv_freq[i] = 1.0 / pow((double)hp->rope_theta, (2.0 * i) / hp->n_rot);
+    switch (hp->rope_scaling) {
+    case CLB_ROPE_SCALING_NONE: break;
+    case CLB_ROPE_SCALING_LINEAR:
+        for (int i = 0; i < half; i++) r->inv_freq[i] /= hp->rope_factor;
+        break;
+    case CLB_ROPE_SCALING_LLAMA3: {
+        double f = hp->rope_factor, lo = hp->rope_low_freq_factor, hi = hp->rope_high_freq_factor;
+        double old = hp->rope_orig_ctx;
+        double lo_wl = old / lo, hi_wl = old / hi;
+        for (int i = 0; i < half; i++) {
+            double wl = 2 * M_PI / r->inv_freq[i];
+            if (wl < hi_wl) continue;
+            if (wl > lo_wl) {
+                r->inv_freq[i] /= f;
+                continue;
+            }
+            double smooth = (old / wl - lo) / (hi - lo);
+            r->inv_freq[i] = (1 - smooth) * r->inv_freq[i] / f + smooth * r->inv_freq[i];
+        }
+        break;
+    }
+    case CLB_ROPE_SCALING_YARN: {
+        double f = hp->rope_factor, base = hp->rope_theta, opos = hp->rope_orig_ctx;
+        double lo = floor(yarn_find_dim(hp->rope_beta_fast, hp->n_rot, base, opos));
+        double hi = ceil(yarn_find_dim(hp->rope_beta_slow, hp->n_rot, base, opos));
+        if (lo < 0) lo = 0;
+        if (hi > hp->n_rot - 1) hi = hp->n_rot - 1;
+        if (lo == hi) hi += 0.001;
+        for (int i = 0; i < half; i++) {
+            double ramp = ((double)i - lo) / (hi - lo);
+            ramp = ramp < 0 ? 0 : ramp > 1 ? 1 : ramp;
+            double extrap_factor = 1 - ramp; /* 1 keeps the original frequency */
+            double interp = r->inv_freq[i] / f, extrap = r->inv_freq[i];
+            r->inv_freq[i] = interp * (1 - extrap_factor) + extrap * extrap_factor;
+        }
+        double ms = hp->rope_mscale, msa = hp->rope_mscale_all_dim;
+        r->attn_factor = msa != 0 ? (float)(yarn_mscale(f, ms) / yarn_mscale(f, msa)) : (float)yarn_mscale(f, 1.0);
+        break;
+    }
+    default:
+        clb_rope_free(r);
+        return clb_err(COLIBRI_ERR_UNSUPPORTED, "rope scaling type %d is not supported", hp->rope_scaling);
+    }
+    return COLIBRI_OK;
+}
+
+void clb_rope_free(clb_rope *r) {
+    if (!r) return;
+    clb_free(r->inv_freq);
+    r->inv_freq = NULL;
+}
+
+void clb_rope_apply(const clb_rope *r, float *x, int n_heads, int head_dim, int pos) {
+    int half = r->n_rot / 2;
+    for (int i = 0; i < half; i++) {
+        double a = (double)pos * r->inv_freq[i];
+        float c = (float)cos(a) * r->attn_factor, s = (float)sin(a) * r->attn_factor;
+        for (int h = 0; h < n_heads; h++) {
+            float *v = x + (int64_t)h * head_dim;
+            int i0, i1;
+            if (r->style == CLB_ROPE_NEOX) {
+                i0 = i;
+                i1 = i + half;
+            } else {
+                i0 = 2 * i;
+                i1 = 2 * i + 1;
+            }
+            float x0 = v[i0], x1 = v[i1];
+            v[i0] = x0 * c - x1 * s;
+            v[i1] = x0 * s + x1 * c;
+        }
+    }
+}

@@ -1,0 +1,50 @@
+/* ops.h — the element-wise and row-wise pieces of a transformer block, and the parallel
+ * matrix products. All buffers are f32 and row-major. */
+#ifndef CLB_OPS_H
+#define CLB_OPS_H
+
+#include <stdint.h>
+
+#include "core/threadpool.h"
+#include "kernels/kernels.h"
+#include "model/model.h"
+
+/* out[i] = x[i] / sqrt(mean(x^2) + eps) * w[i], n values (out may alias x). */
+void clb_rmsnorm(float *out, const float *x, const float *w, int64_t n, float eps);
+/* In-place softmax over n values (max-subtracted). */
+void clb_softmax(float *x, int64_t n);
+/* g[i] = silu(g[i]) * u[i] */
+void clb_silu_mul(float *g, const float *u, int64_t n);
+static inline float clb_sigmoid(float x) {
+    return 1.0f / (1.0f + __builtin_expf(-x));
+}
+
+/* Rotary embedding tables: inv_freq[n_rot/2] derived from theta and the scaling type. */
+typedef struct clb_rope {
+    int n_rot, style;
+    double *inv_freq; /* [n_rot/2] */
+    float attn_factor; /* multiplies cos/sin (YaRN mscale); 1 otherwise */
+} clb_rope;
+int clb_rope_init(clb_rope *r, const clb_hparams *hp);
+void clb_rope_free(clb_rope *r);
+/* Rotates the first n_rot dims of each of n_heads vectors of length head_dim at pos. */
+void clb_rope_apply(const clb_rope *r, float *x, int n_heads, int head_dim, int pos);
+
+/* Matrix products: Y[t][r] = sum_c W[r][c] * X[t][c] for t < n_tok, split over the pool by
+   rows of W. X rows are first converted to W's activation format in `qbuf` (sized by
+   clb_matmul_qbuf_bytes). Strides are in floats. Deterministic: every output element is one
+   dot product, whatever the thread count. */
+typedef struct clb_mm_ctx {
+    clb_pool *pool;
+    const clb_kernels *k;
+    void *qbuf;
+    uint64_t qbuf_bytes;
+} clb_mm_ctx;
+uint64_t clb_matmul_qbuf_bytes(int64_t max_cols, int64_t max_tok);
+void clb_matmul(const clb_mm_ctx *c, const clb_weight *w, const float *x, int64_t x_stride, int n_tok, float *y,
+                int64_t y_stride);
+/* Two products sharing one input conversion (gate and up projections). */
+void clb_matmul2(const clb_mm_ctx *c, const clb_weight *w1, const clb_weight *w2, const float *x,
+                 int64_t x_stride, int n_tok, float *y1, float *y2, int64_t y_stride);
+
+#endif

@@ -1,0 +1,368 @@
+/* sampler.c — penalties, top-k, temperature, top-p, min-p and a seeded draw (order and
+   conventions in sampler.h), plus the stop-string helper. */
+#include "text/sampler.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/common.h"
+
+typedef struct clb_cand {
+    float logit;
+    int32_t id;
+} clb_cand;
+
+struct clb_sampler {
+    clb_sampler_params p;
+    int32_t n_vocab;
+    uint64_t rng[4];   /* xoshiro256** state */
+    float *work;       /* [n_vocab] penalised logits */
+    int32_t *counts;   /* [n_vocab] occurrences in the window; all zero between calls */
+    clb_cand *cand;    /* [n_vocab] candidates, descending logit, ties ascending id */
+    double *pd;        /* [n_vocab] candidate probabilities (double for the running sums) */
+    float *probs;      /* [n_vocab] the same as float, for clb_sampler_candidates */
+    int32_t *ids;      /* [n_vocab] candidate ids, for clb_sampler_candidates */
+    size_t n_cand;
+    int32_t *hist;     /* [penalty_last_n] ring of accepted tokens */
+    size_t hist_n, hist_pos;
+};
+
+/* ---- RNG: splitmix64 expands the seed, xoshiro256** generates ---- */
+
+static uint64_t splitmix64(uint64_t *x) {
+    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static inline uint64_t rotl64(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+uint64_t clb_sampler_rand_u64(clb_sampler *s) {
+    uint64_t *st = s->rng;
+    uint64_t result = rotl64(st[1] * 5, 7) * 9;
+    uint64_t t = st[1] << 17;
+    st[2] ^= st[0];
+    st[3] ^= st[1];
+    st[1] ^= st[2];
+    st[0] ^= st[3];
+    st[2] ^= t;
+    st[3] = rotl64(st[3], 45);
+    return result;
+}
+
+double clb_sampler_rand_double(clb_sampler *s) {
+    return (double)(clb_sampler_rand_u64(s) >> 11) * (1.0 / 9007199254740992.0); /* 2^-53 */
+}
+
+static void seed_rng(clb_sampler *s) {
+    uint64_t x = s->p.seed;
+    for (int i = 0; i < 4; i++) s->rng[i] = splitmix64(&x);
+}
+
+/* ---- lifecycle ---- */
+
+clb_sampler_params clb_sampler_params_default(void) {
+    clb_sampler_params p;
+    memset(&p, 0, sizeof p);
+    p.temperature = 0.8f;
+    p.top_k = 40;
+    p.top_p = 0.95f;
+    p.min_p = 0.05f;
+    p.repeat_penalty = 1.0f;
+    p.penalty_last_n = 64;
+    return p;
+}
+
+void clb_sampler_free(clb_sampler *s) {
+    if (!s) return;
+    clb_free(s->work);
+    clb_free(s->counts);
+    clb_free(s->cand);
+    clb_free(s->pd);
+    clb_free(s->probs);
+    clb_free(s->ids);
+    clb_free(s->hist);
+    clb_free(s);
+}
+
+clb_sampler *clb_sampler_create(const clb_sampler_params *p, int32_t n_vocab) {
+    if (!p || n_vocab <= 0) {
+        clb_err(COLIBRI_ERR_ARG, "sampler: bad arguments (params %p, n_vocab %d)", (const void *)p,
+                (int)n_vocab);
+        return NULL;
+    }
+    if (isnan(p->temperature) || isnan(p->top_p) || isnan(p->min_p) || !isfinite(p->repeat_penalty) ||
+        p->repeat_penalty <= 0.0f || !isfinite(p->frequency_penalty) ||
+        !isfinite(p->presence_penalty) || p->penalty_last_n < 0 || p->min_p > 1.0f) {
+        clb_err(COLIBRI_ERR_ARG,
+                "sampler: invalid parameters (temperature %g, top_p %g, min_p %g, repeat_penalty "
+                "%g, frequency %g, presence %g, last_n %d)",
+                (double)p->temperature, (double)p->top_p, (double)p->min_p,
+                (double)p->repeat_penalty, (double)p->frequency_penalty,
+                (double)p->presence_penalty, (int)p->penalty_last_n);
+        return NULL;
+    }
+    clb_sampler *s = clb_calloc(1, sizeof *s);
+    if (!s) goto nomem;
+    s->p = *p;
+    s->n_vocab = n_vocab;
+    size_t nv = (size_t)n_vocab;
+    s->work = clb_malloc(nv * sizeof *s->work);
+    s->counts = clb_calloc(nv, sizeof *s->counts);
+    s->cand = clb_malloc(nv * sizeof *s->cand);
+    s->pd = clb_malloc(nv * sizeof *s->pd);
+    s->probs = clb_malloc(nv * sizeof *s->probs);
+    s->ids = clb_malloc(nv * sizeof *s->ids);
+    s->hist = clb_malloc((p->penalty_last_n ? (size_t)p->penalty_last_n : 1) * sizeof *s->hist);
+    if (!s->work || !s->counts || !s->cand || !s->pd || !s->probs || !s->ids || !s->hist) goto nomem;
+    seed_rng(s);
+    return s;
+nomem:
+    clb_sampler_free(s);
+    clb_err(COLIBRI_ERR_NOMEM, "sampler: out of memory for n_vocab %d", (int)n_vocab);
+    return NULL;
+}
+
+void clb_sampler_reset(clb_sampler *s) {
+    if (!s) return;
+    s->hist_n = s->hist_pos = 0;
+    seed_rng(s);
+}
+
+void clb_sampler_accept(clb_sampler *s, int32_t token) {
+    if (!s || token < 0 || token >= s->n_vocab || s->p.penalty_last_n == 0) return;
+    size_t cap = (size_t)s->p.penalty_last_n;
+    s->hist[s->hist_pos] = token;
+    s->hist_pos = (s->hist_pos + 1) % cap;
+    if (s->hist_n < cap) s->hist_n++;
+}
+
+/* ---- the pipeline ---- */
+
+/* a ranks before b: larger logit, then smaller id */
+static inline bool cand_before(clb_cand a, clb_cand b) {
+    return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+}
+
+static int cand_cmp(const void *pa, const void *pb) {
+    const clb_cand *a = pa, *b = pb;
+    if (cand_before(*a, *b)) return -1;
+    if (cand_before(*b, *a)) return 1;
+    return 0;
+}
+
+static void apply_penalties(clb_sampler *s) {
+    const clb_sampler_params *p = &s->p;
+    if (s->hist_n == 0) return;
+    bool any = p->repeat_penalty != 1.0f || p->frequency_penalty != 0.0f || p->presence_penalty != 0.0f;
+    if (!any) return;
+    for (size_t i = 0; i < s->hist_n; i++) s->counts[s->hist[i]]++;
+    for (size_t i = 0; i < s->hist_n; i++) {
+        int32_t t = s->hist[i];
+        int32_t c = s->counts[t];
+        if (c == 0) continue; /* already applied for this id */
+        float l = s->work[t];
+        if (l > 0.0f) l /= p->repeat_penalty;
+        else l *= p->repeat_penalty;
+        l -= (float)c * p->frequency_penalty + p->presence_penalty;
+        s->work[t] = l;
+        s->counts[t] = 0; /* also restores the all-zero invariant */
+    }
+}
+
+/* min-heap on "rank" (the worst kept candidate at the root) for top-k selection */
+static void heap_sift_down(clb_cand *h, size_t n, size_t i) {
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, w = i;
+        if (l < n && cand_before(h[w], h[l])) w = l;
+        if (r < n && cand_before(h[w], h[r])) w = r;
+        if (w == i) return;
+        clb_cand t = h[i];
+        h[i] = h[w];
+        h[w] = t;
+        i = w;
+    }
+}
+
+static int prepare(clb_sampler *s, const float *logits) {
+    const clb_sampler_params *p = &s->p;
+    size_t nv = (size_t)s->n_vocab;
+    memcpy(s->work, logits, nv * sizeof *s->work);
+    apply_penalties(s);
+
+    /* collect the usable candidates (NaN and -inf never win; +inf is clamped) */
+    size_t n = 0;
+    for (size_t i = 0; i < nv; i++) {
+        float l = s->work[i];
+        if (isnan(l) || l == -INFINITY) continue;
+        if (l == INFINITY) l = 3.0e38f;
+        s->cand[n].logit = l;
+        s->cand[n].id = (int32_t)i;
+        n++;
+    }
+    if (n == 0) return clb_err(COLIBRI_ERR_ARG, "sampler: no finite logit among %zu", nv);
+
+    if (p->temperature <= 0.0f) {
+        clb_cand best = s->cand[0];
+        for (size_t i = 1; i < n; i++)
+            if (cand_before(s->cand[i], best)) best = s->cand[i];
+        s->cand[0] = best;
+        s->pd[0] = 1.0;
+        s->n_cand = 1;
+        return COLIBRI_OK;
+    }
+
+    /* top-k: keep the k best in a heap, then sort them; otherwise sort everything */
+    if (p->top_k > 0 && (size_t)p->top_k < n) {
+        size_t k = (size_t)p->top_k;
+        for (size_t i = k / 2; i-- > 0;) heap_sift_down(s->cand, k, i);
+        for (size_t i = k; i < n; i++) {
+            if (cand_before(s->cand[i], s->cand[0])) {
+                s->cand[0] = s->cand[i];
+                heap_sift_down(s->cand, k, 0);
+            }
+        }
+        n = k;
+    }
+    qsort(s->cand, n, sizeof *s->cand, cand_cmp);
+
+    /* temperature + softmax; subtracting the max first keeps exp() in range */
+    double inv_t = 1.0 / (double)p->temperature, max = s->cand[0].logit, sum = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        s->pd[i] = exp(((double)s->cand[i].logit - max) * inv_t);
+        sum += s->pd[i];
+    }
+    for (size_t i = 0; i < n; i++) s->pd[i] /= sum;
+
+    /* top-p */
+    if (p->top_p < 1.0f) {
+        double cum = 0.0;
+        size_t keep = n;
+        for (size_t i = 0; i < n; i++) {
+            cum += s->pd[i];
+            if (cum >= (double)p->top_p) {
+                keep = i + 1;
+                break;
+            }
+        }
+        if (keep < n) {
+            n = keep;
+            double z = 0.0;
+            for (size_t i = 0; i < n; i++) z += s->pd[i];
+            for (size_t i = 0; i < n; i++) s->pd[i] /= z;
+        }
+    }
+
+    /* min-p: relative to the most likely survivor (pd[0]) */
+    if (p->min_p > 0.0f) {
+        double thr = (double)p->min_p * s->pd[0];
+        size_t keep = 1;
+        while (keep < n && s->pd[keep] >= thr) keep++;
+        if (keep < n) {
+            n = keep;
+            double z = 0.0;
+            for (size_t i = 0; i < n; i++) z += s->pd[i];
+            for (size_t i = 0; i < n; i++) s->pd[i] /= z;
+        }
+    }
+    s->n_cand = n;
+    return COLIBRI_OK;
+}
+
+int clb_sampler_candidates(clb_sampler *s, const float *logits, const int32_t **ids,
+                           const float **probs, size_t *n) {
+    if (!s || !logits || !ids || !probs || !n)
+        return clb_err(COLIBRI_ERR_ARG, "sampler: NULL argument to clb_sampler_candidates");
+    int rc = prepare(s, logits);
+    if (rc != COLIBRI_OK) return rc;
+    for (size_t i = 0; i < s->n_cand; i++) {
+        s->ids[i] = s->cand[i].id;
+        s->probs[i] = (float)s->pd[i];
+    }
+    *ids = s->ids;
+    *probs = s->probs;
+    *n = s->n_cand;
+    return COLIBRI_OK;
+}
+
+int clb_sampler_sample(clb_sampler *s, const float *logits, int32_t *out_token) {
+    if (!s || !logits || !out_token)
+        return clb_err(COLIBRI_ERR_ARG, "sampler: NULL argument to clb_sampler_sample");
+    int rc = prepare(s, logits);
+    if (rc != COLIBRI_OK) return rc;
+    if (s->n_cand == 1) {
+        *out_token = s->cand[0].id;
+        return COLIBRI_OK;
+    }
+    double u = clb_sampler_rand_double(s), cum = 0.0;
+    for (size_t i = 0; i < s->n_cand; i++) {
+        cum += s->pd[i];
+        if (u < cum) {
+            *out_token = s->cand[i].id;
+            return COLIBRI_OK;
+        }
+    }
+    *out_token = s->cand[s->n_cand - 1].id; /* rounding left u >= the final sum */
+    return COLIBRI_OK;
+}
+
+/* ---- stop strings ---- */
+
+bool clb_stop_check(const char *text, size_t len, size_t from, const char *const *stops,
+                    size_t n_stops, size_t *match_pos, size_t *hold_back, size_t *which) {
+    size_t best = SIZE_MAX, best_i = 0, hold = 0;
+    if (match_pos) *match_pos = len;
+    if (hold_back) *hold_back = 0;
+    if (!text || !stops) return false;
+    for (size_t i = 0; i < n_stops; i++) {
+        const char *st = stops[i];
+        size_t sl = st ? strlen(st) : 0;
+        if (sl == 0) continue;
+        /* complete occurrence starting at >= from */
+        if (len >= sl) {
+            size_t start = from;
+            if (start + sl <= len) {
+                const char *hit = memmem(text + start, len - start, st, sl);
+                if (hit) {
+                    size_t pos = (size_t)(hit - text);
+                    if (pos < best) {
+                        best = pos;
+                        best_i = i;
+                    }
+                }
+            }
+        }
+        /* longest tail that is a proper prefix of st */
+        size_t maxk = CLB_MIN(sl - 1, len);
+        for (size_t k = maxk; k > hold; k--) {
+            if (memcmp(text + len - k, st, k) == 0) {
+                hold = k;
+                break;
+            }
+        }
+    }
+    if (best != SIZE_MAX) {
+        if (match_pos) *match_pos = best;
+        if (which) *which = best_i;
+        return true;
+    }
+    if (hold_back) *hold_back = hold;
+    return false;
+}
+
+size_t clb_utf8_incomplete_tail(const char *text, size_t len) {
+    /* walk back over at most 3 continuation bytes to the lead byte */
+    size_t k = 0;
+    while (k < len && k < 3 && ((unsigned char)text[len - 1 - k] & 0xC0) == 0x80) k++;
+    if (k == len) return 0;
+    unsigned char lead = (unsigned char)text[len - 1 - k];
+    size_t need;
+    if (lead < 0x80) return 0;
+    else if ((lead & 0xE0) == 0xC0) need = 2;
+    else if ((lead & 0xF0) == 0xE0) need = 3;
+    else if ((lead & 0xF8) == 0xF0) need = 4;
+    else return 0; /* invalid lead: nothing to wait for */
+    return (k + 1 < need) ? k + 1 : 0;
+}

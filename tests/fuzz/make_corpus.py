@@ -1,0 +1,206 @@
+#!/usr/bin/python3
+"""make_corpus.py OUT_DIR — writes the GGUF and safetensors fuzz seeds (a few KB each).
+
+Seeds are either synthetic (every GGUF value type, nested arrays, custom alignment, an
+unknown tensor type) or shrunk from the repository fixtures: their real keys, tensor names
+and dtypes are kept, arrays are cut to a few entries and tensor shapes to one block, so
+the fuzzer starts from realistic structure without megabytes of weights. The output is
+deterministic. Container seeds are written by gen_container.c (they need the C writer).
+Run from the repository root. Standard library only.
+"""
+import json
+import os
+import struct
+import sys
+
+# GGUF value types
+U8, I8, U16, I16, U32, I32, F32, BOOL, STR, ARR, U64, I64, F64 = range(13)
+SCALAR = {U8: "<B", I8: "<b", U16: "<H", I16: "<h", U32: "<I", I32: "<i", F32: "<f",
+          BOOL: "<B", U64: "<Q", I64: "<q", F64: "<d"}
+# ggml type -> (block size, block bytes) for the types the fixtures use
+BLOCKS = {0: (1, 4), 1: (1, 2), 2: (32, 18), 3: (32, 20), 6: (32, 22), 7: (32, 24),
+          8: (32, 34), 10: (256, 84), 11: (256, 110), 12: (256, 144), 13: (256, 176),
+          14: (256, 210), 30: (1, 2)}
+
+
+# ---- reading a fixture's GGUF header ----
+
+class Reader:
+    def __init__(self, data):
+        self.d, self.p = data, 0
+
+    def take(self, n):
+        b = self.d[self.p:self.p + n]
+        if len(b) != n:
+            raise ValueError("truncated")
+        self.p += n
+        return b
+
+    def unpack(self, fmt):
+        return struct.unpack(fmt, self.take(struct.calcsize(fmt)))[0]
+
+    def string(self):
+        return self.take(self.unpack("<Q"))
+
+    def value(self, t):
+        if t in SCALAR:
+            return self.unpack(SCALAR[t])
+        if t == STR:
+            return self.string()
+        if t == ARR:
+            et, n = self.unpack("<I"), self.unpack("<Q")
+            return (et, [self.value(et) for _ in range(n)])
+        raise ValueError("bad type %d" % t)
+
+
+def read_gguf(path):
+    r = Reader(open(path, "rb").read())
+    assert r.take(4) == b"GGUF"
+    version, n_t, n_kv = r.unpack("<I"), r.unpack("<Q"), r.unpack("<Q")
+    kvs = []
+    for _ in range(n_kv):
+        k = r.string()
+        t = r.unpack("<I")
+        kvs.append((k.decode(), t, r.value(t)))
+    tensors = []
+    for _ in range(n_t):
+        name = r.string().decode()
+        nd = r.unpack("<I")
+        ne = [r.unpack("<Q") for _ in range(nd)]
+        tensors.append((name, ne, r.unpack("<I")))
+        r.unpack("<Q")
+    return version, kvs, tensors
+
+
+def shrink_value(t, v, n=8):
+    if t == ARR:
+        et, items = v
+        return (et, [shrink_value(et, x, n) for x in items[:n]])
+    return v
+
+
+# ---- writing GGUF ----
+
+def w_str(s):
+    if isinstance(s, str):
+        s = s.encode()
+    return struct.pack("<Q", len(s)) + s
+
+
+def w_value(t, v):
+    if t in SCALAR:
+        return struct.pack(SCALAR[t], v)
+    if t == STR:
+        return w_str(v)
+    et, items = v
+    return struct.pack("<IQ", et, len(items)) + b"".join(w_value(et, x) for x in items)
+
+
+def gguf(version, kvs, tensors, alignment=32):
+    """kvs: (key, type, value); tensors: (name, ne, ggml_type). Data is a byte pattern."""
+    out = b"GGUF" + struct.pack("<IQQ", version, len(tensors), len(kvs))
+    for k, t, v in kvs:
+        out += w_str(k) + struct.pack("<I", t) + w_value(t, v)
+    sizes, off = [], 0
+    infos = b""
+    for name, ne, typ in tensors:
+        bs, bb = BLOCKS.get(typ, (1, 1))
+        size = ne[0] // bs * bb
+        for x in ne[1:]:
+            size *= x
+        infos += w_str(name) + struct.pack("<I", len(ne)) + b"".join(struct.pack("<Q", x) for x in ne)
+        infos += struct.pack("<IQ", typ, off)
+        sizes.append(size)
+        off += (size + alignment - 1) // alignment * alignment
+    out += infos
+    out += b"\0" * (-len(out) % alignment)
+    for i, size in enumerate(sizes):
+        out += bytes((i * 31 + j * 7) & 0xFF for j in range(size))
+        out += b"\0" * (-len(out) % alignment)
+    return out
+
+
+def sample(version, alignment):
+    kvs = [("general.architecture", STR, "llama"), ("general.name", STR, "fuzz seed"),
+           ("t.u8", U8, 200), ("t.i8", I8, -100), ("t.u16", U16, 60000), ("t.i16", I16, -30000),
+           ("t.u32", U32, 4000000000), ("t.i32", I32, -2000000000), ("t.f32", F32, 1.5),
+           ("t.bool", BOOL, 1), ("t.u64", U64, 2**63 + 5), ("t.i64", I64, -2**40),
+           ("t.f64", F64, -3.25e100),
+           ("a.i32", ARR, (I32, [-7, 70000, 3])), ("a.f32", ARR, (F32, [0.25, -2.0])),
+           ("a.str", ARR, (STR, ["alpha", "", "gamma"])), ("a.bool", ARR, (BOOL, [0, 1])),
+           ("a.nested", ARR, (ARR, [(I16, [1, 2]), (U64, []), (ARR, [(STR, ["x"])])])),
+           ("a.empty", ARR, (STR, []))]
+    if alignment != 32:
+        kvs.insert(1, ("general.alignment", U32, alignment))
+    tensors = [("token_embd.weight", [8, 3], 0), ("blk.0.attn_q.weight", [64, 2], 8),
+               ("blk.0.ffn_gate_exps.weight", [32, 2, 2], 2), ("output_norm.weight", [8], 1)]
+    return gguf(version, kvs, tensors, alignment)
+
+
+def mini_from_fixture(path, n_tensors=8, n_arr=8):
+    version, kvs, tensors = read_gguf(path)
+    kvs = [(k, t, shrink_value(t, v, n_arr)) for k, t, v in kvs]
+    small = []
+    for name, ne, typ in tensors[:n_tensors]:
+        bs = BLOCKS.get(typ, (1, 1))[0]
+        small.append((name, [bs] + [min(x, 2) for x in ne[1:]], typ))
+    align = next((v for k, t, v in kvs if k == "general.alignment"), 32)
+    return gguf(version, kvs, small, align)
+
+
+# ---- safetensors ----
+
+def safetensors(entries, metadata=None):
+    """entries: (name, dtype, shape); bytes follow in order."""
+    esize = {"F32": 4, "F16": 2, "BF16": 2, "I32": 4, "U8": 1}
+    header, off = {}, 0
+    if metadata is not None:
+        header["__metadata__"] = metadata
+    for name, dt, shape in entries:
+        n = esize[dt]
+        for x in shape:
+            n *= x
+        header[name] = {"dtype": dt, "shape": shape, "data_offsets": [off, off + n]}
+        off += n
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * (-len(h) % 8)
+    return struct.pack("<Q", len(h)) + h + bytes((i * 13) & 0xFF for i in range(off))
+
+
+def mini_safetensors(path, n=8):
+    d = open(path, "rb").read()
+    hlen = struct.unpack("<Q", d[:8])[0]
+    h = json.loads(d[8:8 + hlen])
+    entries = [(k, v["dtype"], [min(x, 4) for x in v["shape"]])
+               for k, v in h.items() if k != "__metadata__"][:n]
+    return safetensors(entries, h.get("__metadata__"))
+
+
+def main():
+    out = sys.argv[1] if len(sys.argv) > 1 else "tests/fuzz/corpus"
+    seeds = {
+        "gguf/sample-v3.gguf": sample(3, 32),
+        "gguf/sample-v2-align64.gguf": sample(2, 64),
+        "gguf/unknown-type.gguf": gguf(3, [("general.architecture", STR, "llama")],
+                                       [("blk.0.iq2.weight", [256, 2], 16),
+                                        ("output.weight", [32, 2], 8)]),
+        "gguf/mixtral-f32-mini.gguf": mini_from_fixture("tests/fixtures/mixtral/model-f32.gguf"),
+        "gguf/mixtral-q4_k_m-mini.gguf":
+            mini_from_fixture("tests/fixtures/mixtral/model-q4_k_m.gguf", n_tensors=12),
+        "gguf/gpt2-vocab-mini.gguf": mini_from_fixture(
+            "tests/fixtures/tokenizers/llamacpp-suite/ggml-vocab-gpt-2.gguf", n_arr=24),
+        "safetensors/tiny.safetensors": safetensors(
+            [("a.weight", "F32", [2, 3]), ("b.bias", "F16", [4]), ("c", "BF16", [1, 1, 2, 2])]),
+        "safetensors/empty.safetensors": safetensors([], {"format": "pt"}),
+        "safetensors/mixtral-mini.safetensors":
+            mini_safetensors("tests/fixtures/mixtral/hf/model.safetensors"),
+    }
+    for rel, data in seeds.items():
+        path = os.path.join(out, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(data)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,107 @@
+#!/bin/sh
+# Bad input through the CLI: every case must exit non-zero with exactly one line on stderr
+# ("colibri: ..."), never a crash, a sanitizer report or a hang.
+set -u
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+. "$ROOT/tests/reference/it_lib.sh"
+need_colibri
+FX="$ROOT/tests/fixtures"
+
+# expect_fail PATTERN CMD... : non-zero status (not a signal), one stderr line matching PATTERN
+expect_fail() {
+    pat=$1; shift
+    timeout 60 "$COLIBRI" "$@" >"$WORK/out" 2>"$WORK/err"
+    st=$?
+    lines=$(wc -l <"$WORK/err")
+    if [ "$st" -eq 0 ] || [ "$st" -ge 124 ]; then
+        fail "colibri $* : status $st (want a clean error)"; sed 's/^/    /' "$WORK/err" | head -5; return
+    fi
+    if [ "$lines" -ne 1 ] || ! grep -q "^colibri: " "$WORK/err"; then
+        fail "colibri $* : want one 'colibri: ...' line on stderr, got $lines:"; sed 's/^/    /' "$WORK/err" | head -5; return
+    fi
+    if ! grep -qi -- "$pat" "$WORK/err"; then
+        fail "colibri $* : message does not mention '$pat': $(cat "$WORK/err")"; return
+    fi
+}
+
+expect_fail "no such file" run -m /nonexistent/model.colibri --tokens 1
+mkdir -p "$WORK/empty"
+expect_fail "config.json" run -m "$WORK/empty" --tokens 1
+expect_fail "config.json" convert "$WORK/empty" -o "$WORK/x.colibri"
+
+# an unsupported architecture is named
+cp -r "$FX/llama-dense/hf" "$WORK/foo"
+sed -i 's/LlamaForCausalLM/FooBarForCausalLM/' "$WORK/foo/config.json"
+expect_fail "FooBarForCausalLM" convert "$WORK/foo" -o "$WORK/foo.colibri"
+# shapes that disagree with the config are named by tensor
+cp -r "$FX/llama-dense/hf" "$WORK/shape"
+sed -i 's/"intermediate_size": 256/"intermediate_size": 320/' "$WORK/shape/config.json"
+expect_fail "ffn_gate.weight" convert "$WORK/shape" -o "$WORK/shape.colibri"
+expect_fail "shape" run -m "$WORK/shape" --tokens 1
+# wrong magic
+head -c 4096 /dev/urandom >"$WORK/random.bin"
+expect_fail "not a model file" run -m "$WORK/random.bin" --tokens 1
+printf 'COLIBRX\0' >"$WORK/magic.colibri"; cat "$WORK/random.bin" >>"$WORK/magic.colibri"
+expect_fail "not a model file" inspect "$WORK/magic.colibri"
+
+# a good model to damage
+colibri_convert "$FX/llama-dense/hf" "$WORK/good.colibri" --dtype q8_0 || exit 1
+size=$(stat -c %s "$WORK/good.colibri")
+meta_end=$("$PYTHON" -c "import struct,sys; h=open(sys.argv[1],'rb').read(48); print(struct.unpack('<Q',h[32:40])[0])" "$WORK/good.colibri")
+echo "file $size bytes, data section at $meta_end"
+case "$meta_end" in ''|*[!0-9]*) fail "cannot read the data offset"; exit 1 ;; esac
+[ "$meta_end" -lt "$size" ] || { fail "data offset $meta_end beyond the file ($size)"; exit 1; }
+# truncation: every length up to 300, then every 97th to past the metadata, then inside the data
+n=0
+for len in $(seq 0 300) $(seq 301 97 $((meta_end + 500))) $((size / 2)) $((size - 4096)) $((size - 1)); do
+    head -c "$len" "$WORK/good.colibri" >"$WORK/trunc.colibri"
+    "$COLIBRI" run -m "$WORK/trunc.colibri" --tokens 1 -n 1 >/dev/null 2>"$WORK/err"
+    st=$?
+    if [ "$st" -eq 0 ] || [ "$st" -ge 124 ] || [ "$(wc -l <"$WORK/err")" -ne 1 ]; then
+        fail "truncated at $len: status $st"; sed 's/^/    /' "$WORK/err" | head -3
+    fi
+    n=$((n + 1))
+done
+echo "truncations checked: $n"
+# flipped bytes: in the metadata (open fails), in a tensor (verify names it)
+flip() { # file offset
+    "$PYTHON" - "$1" "$2" <<'PY'
+import sys
+p, off = sys.argv[1], int(sys.argv[2])
+b = bytearray(open(p, 'rb').read()); b[off] ^= 0x5a; open(p, 'wb').write(b)
+PY
+}
+cp "$WORK/good.colibri" "$WORK/flip.colibri"; flip "$WORK/flip.colibri" 200
+expect_fail "crc" run -m "$WORK/flip.colibri" --tokens 1
+# the tensor holding byte (data offset + 10), from the metadata's own index
+victim=$("$PYTHON" - "$WORK/good.colibri" <<'PY'
+import json, struct, sys
+b = open(sys.argv[1], 'rb').read()
+mo, = struct.unpack('<Q', b[16:24]); n, = struct.unpack('<Q', b[mo:mo + 8])
+for t in json.loads(b[mo + 8:mo + 8 + n])['tensors']:
+    if t['offset'] <= 10 < t['offset'] + t['size']: print(t['name'])
+PY
+)
+cp "$WORK/good.colibri" "$WORK/flip.colibri"; flip "$WORK/flip.colibri" $((meta_end + 10))
+expect_fail "tensor '$victim' is corrupt" verify "$WORK/flip.colibri"
+cp "$WORK/good.colibri" "$WORK/flip.colibri"; flip "$WORK/flip.colibri" $((size - 3))
+expect_fail "corrupt" verify "$WORK/flip.colibri"
+"$COLIBRI" verify "$WORK/good.colibri" >/dev/null 2>&1 || fail "verify rejects the intact file"
+
+# run-time errors
+expect_fail "out of range" run -m "$WORK/good.colibri" --tokens 1,5,512
+expect_fail "out of range" run -m "$WORK/good.colibri" --tokens 1,-3
+expect_fail "max_seq_len" run -m "$WORK/good.colibri" --tokens 1,2,3,4,5 -n 20 --max-seq-len 8
+expect_fail "max_seq_len" run -m "$WORK/good.colibri" --tokens 1,2,3,4,5,6,7,8,9 -n 1 --max-seq-len 8
+# wrong arguments
+expect_fail "unknown option" run -m "$WORK/good.colibri" --tokens 1 --frobnicate
+expect_fail "not a count" run -m "$WORK/good.colibri" --tokens 1 -n abc
+expect_fail "no model" run --tokens 1
+expect_fail "not a list" run -m "$WORK/good.colibri" --tokens 1,x,3
+expect_fail "needs a value" run -m "$WORK/good.colibri" --tokens
+expect_fail "unknown command" frobnicate
+expect_fail "dtype" convert "$FX/llama-dense/hf" -o "$WORK/x.colibri" --dtype q3_z
+expect_fail "moe_top_k" run -m "$FX/mixtral/model-q8_0.gguf" --tokens 1 --moe-top-k 9
+
+[ "$FAILS" -eq 0 ] && echo "bad_input: all cases failed cleanly"
+[ "$FAILS" -eq 0 ]

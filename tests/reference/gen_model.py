@@ -1,0 +1,412 @@
+#!/usr/bin/python3
+"""Generates a tiny random Hugging Face model directory (config.json with the real HF key
+names, model.safetensors with HF tensor names and [out, in] layouts) for one of:
+  llama, mixtral, qwen2_moe, qwen3_moe, olmoe, deepseek_v2, deepseek_v3, granitemoe.
+
+  gen_model.py --family mixtral --out DIR [--seed 1] [--dtype f32|f16|bf16] [--shards N]
+               [--layers 2] [--hidden 128] [--heads 4] [--kv-heads 2] [--head-dim D]
+               [--experts 8] [--top-k 2] [--ff 64] [--vocab 256] ... (see --help)
+
+Weight init as in tests/fixtures (ORACLE-README.md): embeddings std 1, linear layers std
+1/sqrt(fan_in), untied lm_head std 2/sqrt(fan_in), norm weights 1 + N(0, 0.1^2), biases
+std 0.1, router weights std 2/sqrt(fan_in), e_score_correction_bias std 0.1. Values are
+rounded to --dtype before anything is computed on them.
+
+Router margin re-draw: layer by layer, a layer's router (and correction bias) is re-drawn
+until every top-k decision (and top-k-group decision) on the token list has a margin
+>= --margin between the k-th and (k+1)-th score (softmax probability; sigmoid score for
+sigmoid routers), so f32 routing is not decided by rounding. --margin-greedy N extends
+the checked sequence with the model's own N-token greedy continuation; --margin-dtypes
+also requires the margins on the weights round-tripped through those dtypes (with
+Q8_0 activations for q8_0/q4_0), so quantized comparisons see the same experts.
+
+Also writes tokens.txt (the token list: BOS 1 then uniform ids in [3, vocab)) and
+meta.json (seed, dims, re-draws, achieved margins, smallest top1-top2 logit gap, greedy).
+"""
+import argparse
+import json
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hf_ref  # noqa: E402
+import quant  # noqa: E402
+import safetensors_np  # noqa: E402
+
+ARCH = {"llama": "LlamaForCausalLM", "mixtral": "MixtralForCausalLM", "qwen2_moe": "Qwen2MoeForCausalLM",
+        "qwen3_moe": "Qwen3MoeForCausalLM", "olmoe": "OlmoeForCausalLM", "deepseek_v2": "DeepseekV2ForCausalLM",
+        "deepseek_v3": "DeepseekV3ForCausalLM", "granitemoe": "GraniteMoeForCausalLM"}
+
+
+def build_config(a):
+    f = a.family
+    H, Hk = a.heads, a.kv_heads if a.kv_heads else a.heads
+    c = {"architectures": [ARCH[f]], "model_type": f, "vocab_size": a.vocab, "hidden_size": a.hidden,
+         "num_hidden_layers": a.layers, "num_attention_heads": H, "num_key_value_heads": Hk,
+         "hidden_act": "silu", "max_position_embeddings": a.max_pos, "rms_norm_eps": a.eps,
+         "rope_theta": a.rope_theta, "initializer_range": 0.02, "use_cache": True, "bos_token_id": 1,
+         "eos_token_id": 2, "pad_token_id": None, "attention_dropout": 0.0,
+         "tie_word_embeddings": bool(a.tie), "torch_dtype": {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}[a.dtype],
+         "transformers_version": "4.48.0"}
+    rope_scaling = json.loads(a.rope_scaling) if a.rope_scaling else None
+    if a.yarn:
+        orig = a.max_pos
+        rope_scaling = {"type": "yarn", "factor": float(a.yarn), "original_max_position_embeddings": orig,
+                        "beta_fast": 32, "beta_slow": 1, "mscale": a.mscale, "mscale_all_dim": a.mscale_all_dim}
+        c["max_position_embeddings"] = int(orig * a.yarn)  # keeps factor == max_pos / original
+    c["rope_scaling"] = rope_scaling
+    ff, E, k = a.ff, a.experts, a.top_k
+    dense_ff = a.dense_ff or 2 * ff
+    if f == "llama":
+        c.update(intermediate_size=ff, attention_bias=False, mlp_bias=False, pretraining_tp=1)
+        c["head_dim"] = a.head_dim or a.hidden // H
+    elif f == "mixtral":
+        c.update(intermediate_size=ff, num_local_experts=E, num_experts_per_tok=k, sliding_window=None,
+                 router_jitter_noise=0.0, output_router_logits=False, router_aux_loss_coef=0.02)
+        if a.head_dim:
+            c["head_dim"] = a.head_dim
+    elif f == "qwen2_moe":
+        c.update(intermediate_size=dense_ff, moe_intermediate_size=ff, shared_expert_intermediate_size=a.shared_ff or 2 * ff,
+                 num_experts=E, num_experts_per_tok=k, norm_topk_prob=bool(a.norm_topk_prob if a.norm_topk_prob is not None else 0),
+                 decoder_sparse_step=a.sparse_step, mlp_only_layers=a.mlp_only_layers, qkv_bias=True,
+                 use_sliding_window=False, sliding_window=a.max_pos, max_window_layers=a.layers,
+                 output_router_logits=False, router_aux_loss_coef=0.001)
+    elif f == "qwen3_moe":
+        c.update(intermediate_size=dense_ff, moe_intermediate_size=ff, num_experts=E, num_experts_per_tok=k,
+                 norm_topk_prob=bool(a.norm_topk_prob if a.norm_topk_prob is not None else 1),
+                 decoder_sparse_step=a.sparse_step, mlp_only_layers=a.mlp_only_layers, attention_bias=False,
+                 head_dim=a.head_dim or a.hidden // H, use_sliding_window=False, sliding_window=None,
+                 max_window_layers=a.layers, output_router_logits=False, router_aux_loss_coef=0.001)
+    elif f == "olmoe":
+        if a.head_dim and a.head_dim != a.hidden // H:
+            raise SystemExit("olmoe: head_dim is hidden / heads")
+        c.update(intermediate_size=ff, num_experts=E, num_experts_per_tok=k,
+                 norm_topk_prob=bool(a.norm_topk_prob if a.norm_topk_prob is not None else 0),
+                 clip_qkv=None, attention_bias=False, output_router_logits=False, router_aux_loss_coef=0.01)
+    elif f in ("deepseek_v2", "deepseek_v3"):
+        v3 = f == "deepseek_v3"
+        c["num_key_value_heads"] = H
+        c.update(intermediate_size=dense_ff, moe_intermediate_size=ff, n_routed_experts=E,
+                 n_shared_experts=a.shared_experts if a.shared_experts else None, num_experts_per_tok=k,
+                 first_k_dense_replace=a.first_dense, moe_layer_freq=1,
+                 routed_scaling_factor=a.routed_scaling if a.routed_scaling is not None else (2.5 if v3 else 1.0),
+                 scoring_func=a.scoring or ("sigmoid" if v3 else "softmax"),
+                 topk_method=a.topk_method or ("noaux_tc" if v3 else ("group_limited_greedy" if a.n_group > 1 else "greedy")),
+                 n_group=a.n_group, topk_group=a.topk_group or a.n_group,
+                 norm_topk_prob=bool(a.norm_topk_prob if a.norm_topk_prob is not None else (1 if v3 else 0)),
+                 q_lora_rank=a.q_lora_rank if a.q_lora_rank else None, kv_lora_rank=a.kv_lora_rank,
+                 qk_nope_head_dim=a.qk_nope, qk_rope_head_dim=a.qk_rope, v_head_dim=a.v_head_dim,
+                 attention_bias=False, aux_loss_alpha=0.001, seq_aux=True)
+        if v3:
+            c["rope_interleave"] = True
+        if not v3 and c["norm_topk_prob"] and c["routed_scaling_factor"] != 1.0:
+            raise SystemExit("deepseek_v2: norm_topk_prob with routed_scaling_factor != 1 is ambiguous "
+                             "(DeepSeek's code scales only unnormalised weights); not generated")
+        if E % a.n_group:
+            raise SystemExit("n_routed_experts must be a multiple of n_group")
+    elif f == "granitemoe":
+        c.update(intermediate_size=ff, num_local_experts=E, num_experts_per_tok=k, attention_bias=False,
+                 embedding_multiplier=a.embedding_multiplier, residual_multiplier=a.residual_multiplier,
+                 attention_multiplier=a.attention_multiplier, logits_scaling=a.logits_scaling,
+                 position_embedding_type="rope", output_router_logits=False, router_aux_loss_coef=0.001)
+        if a.head_dim and a.head_dim != a.hidden // H:
+            raise SystemExit("granitemoe: head_dim is hidden / heads")
+    return c
+
+
+def tensor_shapes(c):
+    """{name: (shape, kind)}; kind in embed/linear/lm_head/norm/bias/router/ebias."""
+    f = c["model_type"]
+    h, H, Hk, V = c["hidden_size"], c["num_attention_heads"], c["num_key_value_heads"], c["vocab_size"]
+    s = {"model.embed_tokens.weight": ((V, h), "embed"), "model.norm.weight": ((h,), "norm")}
+    if not c["tie_word_embeddings"]:
+        s["lm_head.weight"] = ((V, h), "lm_head")
+    hd = c.get("head_dim") or h // H
+    for L in range(c["num_hidden_layers"]):
+        p = f"model.layers.{L}."
+        s[p + "input_layernorm.weight"] = ((h,), "norm")
+        s[p + "post_attention_layernorm.weight"] = ((h,), "norm")
+        a = p + "self_attn."
+        if f in ("deepseek_v2", "deepseek_v3"):
+            nope, rd, vd, r = c["qk_nope_head_dim"], c["qk_rope_head_dim"], c["v_head_dim"], c["kv_lora_rank"]
+            if c["q_lora_rank"]:
+                s[a + "q_a_proj.weight"] = ((c["q_lora_rank"], h), "linear")
+                s[a + "q_a_layernorm.weight"] = ((c["q_lora_rank"],), "norm")
+                s[a + "q_b_proj.weight"] = ((H * (nope + rd), c["q_lora_rank"]), "linear")
+            else:
+                s[a + "q_proj.weight"] = ((H * (nope + rd), h), "linear")
+            s[a + "kv_a_proj_with_mqa.weight"] = ((r + rd, h), "linear")
+            s[a + "kv_a_layernorm.weight"] = ((r,), "norm")
+            s[a + "kv_b_proj.weight"] = ((H * (nope + vd), r), "linear")
+            s[a + "o_proj.weight"] = ((h, H * vd), "linear")
+        else:
+            s[a + "q_proj.weight"] = ((H * hd, h), "linear")
+            s[a + "k_proj.weight"] = ((Hk * hd, h), "linear")
+            s[a + "v_proj.weight"] = ((Hk * hd, h), "linear")
+            s[a + "o_proj.weight"] = ((h, H * hd), "linear")
+            if f == "qwen2_moe":
+                s[a + "q_proj.bias"] = ((H * hd,), "bias")
+                s[a + "k_proj.bias"] = ((Hk * hd,), "bias")
+                s[a + "v_proj.bias"] = ((Hk * hd,), "bias")
+            if f == "qwen3_moe":
+                s[a + "q_norm.weight"] = ((hd,), "norm")
+                s[a + "k_norm.weight"] = ((hd,), "norm")
+            if f == "olmoe":
+                s[a + "q_norm.weight"] = ((H * hd,), "norm")
+                s[a + "k_norm.weight"] = ((Hk * hd,), "norm")
+
+        def mlp(prefix, ff, names=("gate_proj", "up_proj", "down_proj")):
+            s[prefix + names[0] + ".weight"] = ((ff, h), "linear")
+            s[prefix + names[1] + ".weight"] = ((ff, h), "linear")
+            s[prefix + names[2] + ".weight"] = ((h, ff), "linear")
+
+        if f == "llama":
+            mlp(p + "mlp.", c["intermediate_size"])
+        elif f == "mixtral":
+            E = c["num_local_experts"]
+            s[p + "block_sparse_moe.gate.weight"] = ((E, h), "router")
+            for e in range(E):
+                mlp(f"{p}block_sparse_moe.experts.{e}.", c["intermediate_size"], ("w1", "w3", "w2"))
+        elif f in ("qwen2_moe", "qwen3_moe"):
+            sparse = L not in c["mlp_only_layers"] and (L + 1) % c["decoder_sparse_step"] == 0
+            if not sparse:
+                mlp(p + "mlp.", c["intermediate_size"])
+                continue
+            E = c["num_experts"]
+            s[p + "mlp.gate.weight"] = ((E, h), "router")
+            for e in range(E):
+                mlp(f"{p}mlp.experts.{e}.", c["moe_intermediate_size"])
+            if f == "qwen2_moe":
+                mlp(p + "mlp.shared_expert.", c["shared_expert_intermediate_size"])
+                s[p + "mlp.shared_expert_gate.weight"] = ((1, h), "linear")
+        elif f == "olmoe":
+            E = c["num_experts"]
+            s[p + "mlp.gate.weight"] = ((E, h), "router")
+            for e in range(E):
+                mlp(f"{p}mlp.experts.{e}.", c["intermediate_size"])
+        elif f in ("deepseek_v2", "deepseek_v3"):
+            if L < c["first_k_dense_replace"]:
+                mlp(p + "mlp.", c["intermediate_size"])
+                continue
+            E = c["n_routed_experts"]
+            s[p + "mlp.gate.weight"] = ((E, h), "router")
+            if f == "deepseek_v3":
+                s[p + "mlp.gate.e_score_correction_bias"] = ((E,), "ebias")
+            for e in range(E):
+                mlp(f"{p}mlp.experts.{e}.", c["moe_intermediate_size"])
+            if c["n_shared_experts"]:
+                mlp(p + "mlp.shared_experts.", c["moe_intermediate_size"] * c["n_shared_experts"])
+        elif f == "granitemoe":
+            E, ff = c["num_local_experts"], c["intermediate_size"]
+            b = p + "block_sparse_moe."
+            s[b + "router.layer.weight"] = ((E, h), "router")
+            s[b + "input_linear.weight"] = ((E, 2 * ff, h), "linear")
+            s[b + "output_linear.weight"] = ((E, h, ff), "linear")
+    return s
+
+
+def draw(rng, shape, kind):
+    if kind == "embed":
+        return rng.standard_normal(shape)
+    if kind == "norm":
+        return 1.0 + 0.1 * rng.standard_normal(shape)
+    if kind in ("bias", "ebias"):
+        return 0.1 * rng.standard_normal(shape)
+    std = (2.0 if kind in ("lm_head", "router") else 1.0) / np.sqrt(shape[-1])
+    return std * rng.standard_normal(shape)
+
+
+def rounder(dtype):
+    return lambda x: quant.qdq(np.asarray(x, dtype=np.float32), dtype)
+
+
+def variant_models(cfg, tensors, dtypes):
+    out = [("f32-as-stored", hf_ref.Model(cfg, tensors))]
+    for dt in dtypes:
+        qt = {n: dt for n, a in tensors.items() if quant.quantizable(n, a.shape)
+              and not (dt in ("q8_0", "q4_0") and a.shape[-1] % quant.QK)}
+        out.append((dt, hf_ref.Model(cfg, quant.apply_weights_dtype(tensors, dt), qt,
+                                      "q8_0" if dt in ("q8_0", "q4_0") else None)))
+    return out
+
+
+def layer_margin(variants, seq, L):
+    worst = np.inf
+    for _, m in variants:
+        trace = {}
+        hf_ref.forward(m, seq, trace, upto_layer=L)
+        worst = min(worst, float(np.min(trace[L]["margin"])))
+    return worst
+
+
+def margin_redraw(cfg, tensors, shapes, rng, rnd, seq, a, redraws, margins):
+    # routers (and correction biases) are never quantized, so the variants' other
+    # tensors are computed once and only the redrawn ones are swapped in
+    variants = variant_models(cfg, tensors, a.margin_dtypes)
+    routers = sorted((int(n.split(".")[2]), n) for n, (_, k) in shapes.items() if k == "router")
+    for L, rname in routers:
+        bname = rname.replace("gate.weight", "gate.e_score_correction_bias")
+        tries = 0
+        while True:
+            mg = layer_margin(variants, seq, L)
+            if mg >= a.margin:
+                break
+            tries += 1
+            if tries > a.max_redraws:
+                raise SystemExit(f"layer {L}: no router draw with margin >= {a.margin} after {a.max_redraws} re-draws "
+                                 f"(best so far {mg:.3g}); use another --seed or fewer tokens")
+            new = {rname: rnd(draw(rng, *shapes[rname]))}
+            if bname in shapes:
+                new[bname] = rnd(draw(rng, *shapes[bname]))
+            tensors.update(new)
+            for _, m in variants:
+                m.t.update(new)
+        redraws[str(L)] = redraws.get(str(L), 0) + tries
+        margins[str(L)] = mg
+
+
+def write_model(out, cfg, tensors, dtype, shards):
+    os.makedirs(out, exist_ok=True)
+    for fn in os.listdir(out):
+        if fn.endswith(".safetensors") or fn == "model.safetensors.index.json":
+            os.remove(os.path.join(out, fn))
+    with open(os.path.join(out, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2)
+    names = sorted(tensors)
+    if shards <= 1:
+        safetensors_np.save(os.path.join(out, "model.safetensors"), tensors, dtype)
+        return
+    esz = 4 if dtype == "f32" else 2
+    total = sum(tensors[n].size * esz for n in names)
+    groups, cur, acc = [], [], 0
+    for n in names:
+        cur.append(n)
+        acc += tensors[n].size * esz
+        if acc >= total * (len(groups) + 1) / shards and len(groups) < shards - 1:
+            groups.append(cur)
+            cur = []
+    groups.append(cur)
+    while len(groups) < shards:  # more shards than natural cut points: split the largest
+        big = max(range(len(groups)), key=lambda i: len(groups[i]))
+        g = groups.pop(big)
+        if len(g) < 2:
+            raise SystemExit("too many shards for this few tensors")
+        groups[big:big] = [g[:len(g) // 2], g[len(g) // 2:]]
+    wm = {}
+    for i, g in enumerate(groups):
+        fn = f"model-{i + 1:05d}-of-{shards:05d}.safetensors"
+        safetensors_np.save(os.path.join(out, fn), {n: tensors[n] for n in g}, dtype)
+        wm.update({n: fn for n in g})
+    with open(os.path.join(out, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {"total_size": total}, "weight_map": wm}, f, indent=2)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--family", required=True, choices=sorted(ARCH))
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--dtype", default="f32", choices=["f32", "f16", "bf16"])
+    ap.add_argument("--shards", type=int, default=1)
+    ap.add_argument("--layers", type=int, default=2)
+    ap.add_argument("--hidden", type=int, default=128)
+    ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--kv-heads", type=int, default=2)
+    ap.add_argument("--head-dim", type=int, default=0)
+    ap.add_argument("--experts", type=int, default=8)
+    ap.add_argument("--top-k", type=int, default=2)
+    ap.add_argument("--ff", type=int, default=64, help="FFN width (routed expert width for MoE)")
+    ap.add_argument("--dense-ff", type=int, default=0, help="dense-layer FFN width (qwen/deepseek; default 2*ff)")
+    ap.add_argument("--shared-ff", type=int, default=0, help="qwen2_moe shared expert width (default 2*ff)")
+    ap.add_argument("--vocab", type=int, default=256)
+    ap.add_argument("--max-pos", type=int, default=4096)
+    ap.add_argument("--eps", type=float, default=1e-5)
+    ap.add_argument("--rope-theta", type=float, default=10000.0)
+    ap.add_argument("--rope-scaling", help="JSON for config.rope_scaling")
+    ap.add_argument("--yarn", type=float, default=0, help="YaRN factor (DeepSeek style, with mscale)")
+    ap.add_argument("--mscale", type=float, default=0.707)
+    ap.add_argument("--mscale-all-dim", type=float, default=0.707)
+    ap.add_argument("--tie", type=int, default=None, help="tie_word_embeddings 0/1 (default 1 for granitemoe)")
+    ap.add_argument("--norm-topk-prob", type=int, default=None)
+    ap.add_argument("--sparse-step", type=int, default=1)
+    ap.add_argument("--mlp-only-layers", type=lambda s: [int(x) for x in s.split(",") if x], default=[])
+    ap.add_argument("--first-dense", type=int, default=1)
+    ap.add_argument("--shared-experts", type=int, default=1)
+    ap.add_argument("--n-group", type=int, default=1)
+    ap.add_argument("--topk-group", type=int, default=0)
+    ap.add_argument("--topk-method", choices=["greedy", "group_limited_greedy", "noaux_tc"])
+    ap.add_argument("--scoring", choices=["softmax", "sigmoid"])
+    ap.add_argument("--routed-scaling", type=float)
+    ap.add_argument("--q-lora-rank", type=int, default=0)
+    ap.add_argument("--kv-lora-rank", type=int, default=32)
+    ap.add_argument("--qk-nope", type=int, default=32)
+    ap.add_argument("--qk-rope", type=int, default=16)
+    ap.add_argument("--v-head-dim", type=int, default=32)
+    ap.add_argument("--embedding-multiplier", type=float, default=2.0)
+    ap.add_argument("--residual-multiplier", type=float, default=0.5)
+    ap.add_argument("--attention-multiplier", type=float, default=0.0, help="default 1/head_dim")
+    ap.add_argument("--logits-scaling", type=float, default=2.0)
+    ap.add_argument("--tokens", help="token list for the margin check (default: BOS + random)")
+    ap.add_argument("--n-tokens", type=int, default=40)
+    ap.add_argument("--margin", type=float, default=1e-3)
+    ap.add_argument("--margin-greedy", type=int, default=0)
+    ap.add_argument("--margin-dtypes", type=lambda s: [x for x in s.split(",") if x], default=[])
+    ap.add_argument("--max-redraws", type=int, default=400)
+    ap.add_argument("--meta-greedy", type=int, default=24, help="greedy ids recorded in meta.json")
+    a = ap.parse_args(argv)
+    if a.tie is None:
+        a.tie = 1 if a.family == "granitemoe" else 0
+    if a.family == "granitemoe" and not a.attention_multiplier:
+        a.attention_multiplier = 1.0 / (a.hidden // a.heads)
+
+    cfg = build_config(a)
+    shapes = tensor_shapes(cfg)
+    rng = np.random.default_rng(a.seed)
+    rnd = rounder(a.dtype)
+    tensors = {n: rnd(draw(rng, *shapes[n])) for n in sorted(shapes)}
+    if a.tokens:
+        toks = hf_ref.parse_tokens(a.tokens)
+    else:
+        trng = np.random.default_rng(a.seed + 7919)
+        toks = [1] + [int(t) for t in trng.integers(3, a.vocab, a.n_tokens - 1)]
+    redraws, margins = {}, {}
+    seq = list(toks)
+    for _ in range(6):
+        margin_redraw(cfg, tensors, shapes, rng, rnd, seq, a, redraws, margins)
+        if not a.margin_greedy:
+            break
+        g = hf_ref.greedy(hf_ref.Model(cfg, tensors), toks, a.margin_greedy)
+        full = list(toks) + g
+        variants = variant_models(cfg, tensors, a.margin_dtypes)
+        final = {L: layer_margin(variants, full, int(L)) for L in margins}
+        seq = full
+        if all(v >= a.margin for v in final.values()):
+            margins.update(final)
+            break
+    else:
+        raise SystemExit("margins on the greedy continuation did not settle; try another --seed")
+
+    write_model(a.out, cfg, tensors, a.dtype, a.shards)
+    # re-load from disk: what the tests see
+    m = hf_ref.load_model(a.out)
+    logits = hf_ref.forward(m, toks)
+    srt = -np.sort(-logits.astype(np.float64), axis=1)
+    gap = float(np.min(srt[:, 0] - srt[:, 1]))
+    g = hf_ref.greedy(m, toks, a.meta_greedy)
+    with open(os.path.join(a.out, "tokens.txt"), "w") as f:
+        f.write(" ".join(map(str, toks)) + "\n")
+    meta = {"family": a.family, "seed": a.seed, "dtype": a.dtype, "shards": a.shards, "n_tokens": len(toks),
+            "n_params": int(sum(t.size for t in tensors.values())), "router_redraws_per_layer": redraws,
+            "min_routing_margin_per_layer": margins, "margin_checked_on": len(seq), "margin_dtypes": a.margin_dtypes,
+            "min_top1_top2_logit_gap_prompt": gap, "greedy": g, "args": vars(a)}
+    with open(os.path.join(a.out, "meta.json"), "w") as f:
+        json.dump(meta, f, indent=1)
+    print(f"{a.out}: {a.family} {meta['n_params']} params, redraws {redraws}, margins "
+          + ", ".join(f"{k}:{v:.2g}" for k, v in margins.items()) + f", min logit gap {gap:.3g}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,610 @@
+#!/usr/bin/python3
+"""Independent numpy float32 implementation of the Hugging Face `transformers` forward
+pass (eager attention, causal, batch 1) for the model families colibri supports:
+
+  llama (also mistral / qwen2 / qwen3 dense), mixtral, qwen2_moe, qwen3_moe, olmoe,
+  deepseek_v2, deepseek_v3, granitemoe.
+
+It reads an HF directory (config.json + model.safetensors, or shards with
+model.safetensors.index.json; F32/F16/BF16) and computes raw logits for every position.
+Semantics follow transformers' modeling_<family>.py / modeling_rope_utils.py; the few
+places where HF versions disagree are noted at the function concerned and in
+tests/reference/README.md.
+
+Usage:
+  hf_ref.py HF_DIR --tokens 1,2,3 --out logits.bin [--greedy N]
+            [--weights-dtype f32|f16|bf16|q8_0|q4_0] [--expert-weights-dtype T]
+            [--act-quant q8_0] [--full-out FILE]
+--out writes float32 little-endian [n_tokens][n_vocab]. --greedy N prints N greedy
+continuation ids on stdout (each step recomputed from scratch over the whole sequence,
+argmax with ties to the lowest id). --full-out writes the teacher-forced logits of
+tokens + greedy ids ([n_tokens + N][n_vocab]).
+"""
+import argparse
+import json
+import math
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import quant  # noqa: E402
+import safetensors_np  # noqa: E402
+
+F32 = np.float32
+
+
+# ----------------------------------------------------------------------------- model
+
+class Model:
+    """config (dict) + tensors (name -> float32 ndarray) + per-tensor storage type."""
+
+    def __init__(self, config, tensors, qtypes=None, act_quant=None):
+        self.cfg = config
+        self.t = tensors
+        self.family = config.get("model_type")
+        if self.family not in FAMILIES:
+            raise ValueError(f"unsupported model_type {self.family!r}; known: {sorted(FAMILIES)}")
+        self.qtypes = qtypes or {}
+        self.act_quant = act_quant
+
+    def w(self, name):
+        try:
+            return self.t[name]
+        except KeyError:
+            raise KeyError(f"tensor {name} missing from the checkpoint") from None
+
+    def has(self, name):
+        return name in self.t
+
+    def get(self, key, default=None):
+        v = self.cfg.get(key, default)
+        return default if v is None else v
+
+
+def load_model(hf_dir, weights_dtype=None, expert_dtype=None, act_quant=None, log=None):
+    with open(os.path.join(hf_dir, "config.json")) as f:
+        cfg = json.load(f)
+    tensors = safetensors_np.load_dir(hf_dir)
+    tensors = {k: v.astype(F32) for k, v in tensors.items()}
+    qtypes = {}
+    if (weights_dtype and weights_dtype != "f32") or (expert_dtype and expert_dtype != "f32"):
+        for name, a in tensors.items():
+            t = expert_dtype if (expert_dtype and quant.is_routed_expert(name)) else weights_dtype
+            if t and t != "f32" and quant.quantizable(name, a.shape):
+                qtypes[name] = t
+        tensors = quant.apply_weights_dtype(tensors, weights_dtype, expert_dtype, log=log)
+        for name in list(qtypes):
+            if qtypes[name] in ("q8_0", "q4_0") and tensors[name].shape[-1] % quant.QK:
+                del qtypes[name]
+    return Model(cfg, tensors, qtypes, act_quant)
+
+
+# ----------------------------------------------------------------------------- basics
+
+def rmsnorm(x, w, eps):
+    x = x.astype(F32)
+    var = np.mean(x * x, axis=-1, keepdims=True, dtype=F32)
+    return (w * (x * (F32(1.0) / np.sqrt(var + F32(eps))))).astype(F32)
+
+
+def silu(x):
+    with np.errstate(over="ignore"):
+        return (x / (F32(1.0) + np.exp(-x))).astype(F32)
+
+
+def sigmoid(x):
+    with np.errstate(over="ignore"):
+        return (F32(1.0) / (F32(1.0) + np.exp(-x))).astype(F32)
+
+
+def softmax(x, axis=-1):
+    x = x.astype(F32)
+    m = np.max(x, axis=axis, keepdims=True)
+    e = np.exp(x - m)
+    return (e / np.sum(e, axis=axis, keepdims=True, dtype=F32)).astype(F32)
+
+
+def act_fn(cfg):
+    a = cfg.get("hidden_act", "silu")
+    if a not in ("silu", "swish"):
+        raise ValueError(f"hidden_act {a!r} not supported (silu only)")
+    return silu
+
+
+def linear(m, x, name, wmat=None, bias_name=None):
+    """x [n][in] @ W[out][in]^T (+ bias). With --act-quant q8_0, the activation side of a
+    q8_0/q4_0 weight is rounded through Q8_0 blocks first (what ggml-style integer dot
+    products compute)."""
+    W = m.w(name) if wmat is None else wmat
+    if m.act_quant == "q8_0" and m.qtypes.get(name) in ("q8_0", "q4_0"):
+        x = quant.qdq(x, "q8_0")
+    y = (x.astype(F32) @ W.T).astype(F32)
+    if bias_name is not None and m.has(bias_name):
+        y = y + m.w(bias_name)
+    return y
+
+
+# ----------------------------------------------------------------------------- RoPE
+
+def _default_inv_freq(base, dim):
+    # torch: 1.0 / (base ** (arange(0, dim, 2).float() / dim)), float32
+    expo = (np.arange(0, dim, 2, dtype=np.int64).astype(F32) / F32(dim)).astype(F32)
+    return (1.0 / (np.float64(base) ** expo.astype(np.float64))).astype(F32)
+
+
+def _get_mscale(scale, mscale=1.0):
+    if scale <= 1:
+        return 1.0
+    return 0.1 * mscale * math.log(scale) + 1.0
+
+
+def rope_params(cfg, dim, seq_len):
+    """(inv_freq float32 [dim/2], attention_factor) for rope_scaling types
+    default / linear / dynamic / yarn / llama3, as modeling_rope_utils.py defines them."""
+    base = cfg.get("rope_theta", 10000.0) or 10000.0
+    rs = cfg.get("rope_scaling") or {}
+    rtype = rs.get("rope_type", rs.get("type", "default")) if rs else "default"
+    if rtype == "default":
+        return _default_inv_freq(base, dim), 1.0
+    if rtype == "linear":
+        return (_default_inv_freq(base, dim) / F32(rs["factor"])).astype(F32), 1.0
+    if rtype == "dynamic":
+        # dynamic_rope_update: frequencies are recomputed when the sequence grows past
+        # max_position_embeddings (seq_len = max position + 1); below it they are default.
+        maxp = cfg["max_position_embeddings"]
+        factor = rs["factor"]
+        sl = seq_len if seq_len > maxp else maxp
+        b = base * ((factor * sl / maxp) - (factor - 1)) ** (dim / (dim - 2))
+        return _default_inv_freq(b, dim), 1.0
+    if rtype == "llama3":
+        inv = _default_inv_freq(base, dim).astype(np.float64)
+        factor = rs["factor"]
+        lo, hi = rs["low_freq_factor"], rs["high_freq_factor"]
+        old = rs["original_max_position_embeddings"]
+        lo_wl, hi_wl = old / lo, old / hi
+        wl = 2 * math.pi / inv
+        inv_l = np.where(wl > lo_wl, inv / factor, inv)
+        smooth = (old / wl - lo) / (hi - lo)
+        smoothed = (1 - smooth) * inv_l / factor + smooth * inv_l
+        medium = ~(wl < hi_wl) & ~(wl > lo_wl)
+        return np.where(medium, smoothed, inv_l).astype(F32), 1.0
+    if rtype == "yarn":
+        # factor is rope_scaling.factor (DeepSeek's own code and transformers >= 5; the
+        # 4.5x releases recomputed it as max_position_embeddings / original_max_position_
+        # embeddings, which is the same number for every real config and every config
+        # gen_model.py writes).
+        factor = rs["factor"]
+        orig = rs.get("original_max_position_embeddings") or cfg["max_position_embeddings"]
+        att = rs.get("attention_factor")
+        mscale, mscale_all = rs.get("mscale"), rs.get("mscale_all_dim")
+        if att is None:
+            if mscale and mscale_all:
+                att = _get_mscale(factor, mscale) / _get_mscale(factor, mscale_all)
+            else:
+                att = _get_mscale(factor)
+        beta_fast = rs.get("beta_fast") or 32
+        beta_slow = rs.get("beta_slow") or 1
+        truncate = rs.get("truncate", True)
+
+        def corr_dim(nrot):
+            return (dim * math.log(orig / (nrot * 2 * math.pi))) / (2 * math.log(base))
+
+        low, high = corr_dim(beta_fast), corr_dim(beta_slow)
+        if truncate:
+            low, high = math.floor(low), math.ceil(high)
+        low, high = max(low, 0), min(high, dim - 1)
+        if low == high:
+            high += 0.001
+        ramp = np.clip((np.arange(dim // 2, dtype=F32) - F32(low)) / F32(high - low), 0, 1).astype(F32)
+        pos_freqs = (np.float64(base) ** (np.arange(0, dim, 2).astype(F32) / F32(dim)).astype(np.float64)).astype(F32)
+        extra = (F32(1.0) / pos_freqs).astype(F32)
+        inter = (F32(1.0) / (F32(factor) * pos_freqs)).astype(F32)
+        ext_factor = (F32(1.0) - ramp).astype(F32)
+        inv = (inter * (F32(1.0) - ext_factor) + extra * ext_factor).astype(F32)
+        return inv, float(att)
+    raise ValueError(f"rope_scaling type {rtype!r} not supported")
+
+
+def rope_cos_sin(inv_freq, n, att):
+    pos = np.arange(n, dtype=F32)
+    freqs = (pos[:, None] * inv_freq[None, :]).astype(F32)  # [n][dim/2]
+    cos = (np.cos(freqs.astype(np.float64)).astype(F32) * F32(att)).astype(F32)
+    sin = (np.sin(freqs.astype(np.float64)).astype(F32) * F32(att)).astype(F32)
+    return cos, sin
+
+
+def rope_half(x, cos, sin):
+    """HF rotate_half convention: pairs (i, i + d/2). x [n][h][d], cos/sin [n][d/2]."""
+    d2 = x.shape[-1] // 2
+    x1, x2 = x[..., :d2], x[..., d2:]
+    c, s = cos[:, None, :], sin[:, None, :]
+    return np.concatenate([x1 * c - x2 * s, x2 * c + x1 * s], axis=-1).astype(F32)
+
+
+def rope_interleaved(x, cos, sin):
+    """Adjacent pairs (2i, 2i+1) (DeepSeek's complex / rope_interleave form). The HF code
+    de-interleaves then uses rotate_half, which permutes the output dims identically for
+    q and k; attention scores are the same."""
+    x0, x1 = x[..., 0::2], x[..., 1::2]
+    c, s = cos[:, None, :], sin[:, None, :]
+    out = np.empty_like(x)
+    out[..., 0::2] = x0 * c - x1 * s
+    out[..., 1::2] = x1 * c + x0 * s
+    return out.astype(F32)
+
+
+# ----------------------------------------------------------------------------- attention
+
+def attend(q, k, v, scale, window=None):
+    """q [n][H][dq], k [n][Hkv][dq], v [n][Hkv][dv] -> [n][H*dv]; causal, eager."""
+    n, H, _ = q.shape
+    Hk = k.shape[1]
+    g = H // Hk
+    mask = np.triu(np.ones((n, n), dtype=bool), 1)
+    if window:
+        idx = np.arange(n)
+        mask |= (idx[None, :] <= idx[:, None] - window)
+    out = np.empty((n, H, v.shape[2]), dtype=F32)
+    for h in range(H):
+        kh = h // g
+        s = ((q[:, h, :] @ k[:, kh, :].T).astype(F32) * F32(scale)).astype(F32)
+        s[mask] = -np.inf
+        p = softmax(s, axis=-1)
+        out[:, h, :] = (p @ v[:, kh, :]).astype(F32)
+    return out.reshape(n, H * v.shape[2])
+
+
+def _sliding_window(m, layer):
+    cfg = m.cfg
+    if m.family in ("mixtral", "mistral"):
+        return cfg.get("sliding_window")
+    if m.family in ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe"):
+        if cfg.get("use_sliding_window") and layer >= cfg.get("max_window_layers", 0):
+            return cfg.get("sliding_window")
+    return None
+
+
+def attn_standard(m, x, L, rope):
+    cfg = m.cfg
+    p = f"model.layers.{L}.self_attn."
+    H = cfg["num_attention_heads"]
+    Hk = cfg.get("num_key_value_heads") or H
+    if m.family == "granitemoe":
+        hd = cfg["hidden_size"] // H
+    else:
+        hd = cfg.get("head_dim") or cfg["hidden_size"] // H
+    n = x.shape[0]
+    eps = cfg.get("rms_norm_eps", 1e-6)
+    q = linear(m, x, p + "q_proj.weight", bias_name=p + "q_proj.bias")
+    k = linear(m, x, p + "k_proj.weight", bias_name=p + "k_proj.bias")
+    v = linear(m, x, p + "v_proj.weight", bias_name=p + "v_proj.bias")
+    if m.family == "olmoe":  # RMSNorm over the whole projection, before the head split
+        q = rmsnorm(q, m.w(p + "q_norm.weight"), eps)
+        k = rmsnorm(k, m.w(p + "k_norm.weight"), eps)
+        clip = cfg.get("clip_qkv")
+        if clip is not None:
+            q, k, v = (np.clip(t, -clip, clip).astype(F32) for t in (q, k, v))
+    q = q.reshape(n, H, hd)
+    k = k.reshape(n, Hk, hd)
+    v = v.reshape(n, Hk, hd)
+    if m.family in ("qwen3_moe", "qwen3"):  # per-head RMSNorm over head_dim
+        q = rmsnorm(q, m.w(p + "q_norm.weight"), eps)
+        k = rmsnorm(k, m.w(p + "k_norm.weight"), eps)
+    cos, sin = rope
+    q = rope_half(q, cos, sin)
+    k = rope_half(k, cos, sin)
+    scale = cfg["attention_multiplier"] if m.family == "granitemoe" else hd ** -0.5
+    o = attend(q, k, v, scale, _sliding_window(m, L))
+    return linear(m, o, p + "o_proj.weight", bias_name=p + "o_proj.bias")
+
+
+def mla_softmax_scale(cfg):
+    """qk_head_dim^-0.5, times mscale(factor, mscale_all_dim)^2 when rope_scaling has a
+    non-zero mscale_all_dim (DeepseekV3Attention; DeepSeek-V2's own code does the same)."""
+    qk = cfg["qk_nope_head_dim"] + cfg["qk_rope_head_dim"]
+    scale = qk ** -0.5
+    rs = cfg.get("rope_scaling")
+    if rs:
+        mad = rs.get("mscale_all_dim", 0)
+        if mad:
+            ms = _get_mscale(rs["factor"], mad)
+            scale = scale * ms * ms
+    return scale
+
+
+def attn_mla(m, x, L, rope):
+    cfg = m.cfg
+    p = f"model.layers.{L}.self_attn."
+    H = cfg["num_attention_heads"]
+    nope, rd, vd = cfg["qk_nope_head_dim"], cfg["qk_rope_head_dim"], cfg["v_head_dim"]
+    r = cfg["kv_lora_rank"]
+    n = x.shape[0]
+    if cfg.get("q_lora_rank") is None:
+        q = linear(m, x, p + "q_proj.weight")
+    else:  # q_a_layernorm / kv_a_layernorm use the RMSNorm default eps 1e-6
+        qa = linear(m, x, p + "q_a_proj.weight", bias_name=p + "q_a_proj.bias")
+        q = linear(m, rmsnorm(qa, m.w(p + "q_a_layernorm.weight"), 1e-6), p + "q_b_proj.weight")
+    q = q.reshape(n, H, nope + rd)
+    q_nope, q_rot = q[..., :nope], q[..., nope:]
+    ckv = linear(m, x, p + "kv_a_proj_with_mqa.weight", bias_name=p + "kv_a_proj_with_mqa.bias")
+    c, k_rot = ckv[:, :r], ckv[:, r:]
+    kv = linear(m, rmsnorm(c, m.w(p + "kv_a_layernorm.weight"), 1e-6), p + "kv_b_proj.weight")
+    kv = kv.reshape(n, H, nope + vd)
+    k_nope, v = kv[..., :nope], kv[..., nope:]
+    cos, sin = rope
+    interleave = True if m.family == "deepseek_v2" else cfg.get("rope_interleave", True)
+    rot = rope_interleaved if interleave else rope_half
+    q_rot = rot(np.ascontiguousarray(q_rot), cos, sin)
+    k_rot = rot(k_rot.reshape(n, 1, rd), cos, sin)
+    qs = np.concatenate([q_nope, q_rot], axis=-1)
+    ks = np.concatenate([k_nope, np.broadcast_to(k_rot, (n, H, rd))], axis=-1)
+    o = attend(qs, ks, np.ascontiguousarray(v), mla_softmax_scale(cfg))
+    return linear(m, o, p + "o_proj.weight", bias_name=p + "o_proj.bias")
+
+
+# ----------------------------------------------------------------------------- FFN / MoE
+
+def mlp(m, x, prefix, names=("gate_proj", "up_proj", "down_proj")):
+    """down(act(gate(x)) * up(x)); biases used when the checkpoint has them (mlp_bias)."""
+    act = act_fn(m.cfg)
+    g, u, d = (prefix + nm for nm in names)
+    h = act(linear(m, x, g + ".weight", bias_name=g + ".bias")) * linear(m, x, u + ".weight", bias_name=u + ".bias")
+    return linear(m, h.astype(F32), d + ".weight", bias_name=d + ".bias")
+
+
+def _margin_desc(scores, k, eligible=None):
+    """scores [n][E]: gap between the k-th and (k+1)-th largest (eligible) score."""
+    s = scores.astype(np.float64)
+    if eligible is not None:
+        s = np.where(eligible, s, -np.inf)
+    srt = -np.sort(-s, axis=1)
+    if k >= srt.shape[1] or not np.isfinite(srt[:, k]).any():
+        return np.full(s.shape[0], np.inf)
+    gap = srt[:, k - 1] - srt[:, k]
+    return np.where(np.isfinite(gap), gap, np.inf)
+
+
+def _topk(scores, k):
+    # descending, ties to the lowest index (stable)
+    return np.argsort(-scores.astype(np.float64), axis=1, kind="stable")[:, :k]
+
+
+def route_softmax_topk(logits, k, norm):
+    """Mixtral / Qwen-MoE / OLMoE: softmax over all experts in float32, top-k,
+    optional renormalisation over the selected."""
+    probs = softmax(logits.astype(F32), axis=-1)
+    idx = _topk(probs, k)
+    w = np.take_along_axis(probs, idx, axis=1)
+    if norm:
+        w = (w / np.sum(w, axis=1, keepdims=True, dtype=F32)).astype(F32)
+    return idx, w.astype(F32), _margin_desc(probs, k)
+
+
+def route_granite(logits, k):
+    """GraniteMoe: top-k on the logits, softmax over those k logits."""
+    idx = _topk(logits, k)
+    w = softmax(np.take_along_axis(logits, idx, axis=1), axis=-1)
+    return idx, w, _margin_desc(softmax(logits, axis=-1), k)
+
+
+def route_deepseek(m, logits, L):
+    cfg = m.cfg
+    E = cfg["n_routed_experts"]
+    k = cfg["num_experts_per_tok"]
+    v3 = m.family == "deepseek_v3"
+    scoring = cfg.get("scoring_func") or ("sigmoid" if v3 else "softmax")
+    method = cfg.get("topk_method") or ("noaux_tc" if v3 else "greedy")
+    if scoring == "softmax":
+        scores = softmax(logits.astype(F32), axis=-1)
+    elif scoring == "sigmoid":
+        scores = sigmoid(logits.astype(F32))
+    else:
+        raise ValueError(f"scoring_func {scoring!r} not supported")
+    n = scores.shape[0]
+    choice = scores
+    bias_name = f"model.layers.{L}.mlp.gate.e_score_correction_bias"
+    if method == "noaux_tc" and m.has(bias_name):
+        choice = (scores + m.w(bias_name)[None, :]).astype(F32)
+    eligible = None
+    margins = []
+    if method in ("group_limited_greedy", "noaux_tc") and (cfg.get("n_group") or 1) > 1:
+        ng, tg = cfg["n_group"], cfg["topk_group"]
+        grouped = choice.reshape(n, ng, E // ng)
+        if method == "group_limited_greedy":
+            gscore = grouped.max(axis=-1)
+        else:  # sum of the two best scores of each group
+            gscore = -np.sort(-grouped, axis=-1)[:, :, :2].sum(axis=-1, dtype=F32)
+        gidx = _topk(gscore, tg)
+        gmask = np.zeros((n, ng), dtype=bool)
+        np.put_along_axis(gmask, gidx, True, axis=1)
+        eligible = np.repeat(gmask, E // ng, axis=1)
+        margins.append(_margin_desc(gscore, tg))
+    elif method not in ("greedy", "group_limited_greedy", "noaux_tc"):
+        raise ValueError(f"topk_method {method!r} not supported")
+    masked = choice if eligible is None else np.where(eligible, choice, -np.inf)
+    idx = _topk(masked, k)
+    margins.append(_margin_desc(choice, k, eligible))
+    w = np.take_along_axis(scores, idx, axis=1).astype(F32)
+    if k > 1 and cfg.get("norm_topk_prob", v3):
+        w = (w / (np.sum(w, axis=1, keepdims=True, dtype=F32) + F32(1e-20))).astype(F32)
+    w = (w * F32(cfg.get("routed_scaling_factor", 1.0))).astype(F32)
+    return idx, w, np.minimum.reduce(margins)
+
+
+def moe_combine(m, x, idx, w, expert_fn):
+    out = np.zeros_like(x, dtype=F32)
+    for e in np.unique(idx):
+        rows, slot = np.nonzero(idx == e)
+        y = expert_fn(int(e), x[rows])
+        out[rows] += (y * w[rows, slot][:, None]).astype(F32)
+    return out
+
+
+def ffn(m, x, L, trace=None):
+    cfg = m.cfg
+    fam = m.family
+    p = f"model.layers.{L}."
+
+    def record(idx, margin):
+        if trace is not None:
+            trace[L] = {"idx": idx, "margin": margin}
+
+    if fam in ("llama", "mistral", "qwen2", "qwen3"):
+        return mlp(m, x, p + "mlp.")
+    if fam == "mixtral":
+        pre = p + "block_sparse_moe."
+        logits = linear(m, x, pre + "gate.weight")
+        idx, w, mg = route_softmax_topk(logits, cfg["num_experts_per_tok"], True)
+        record(idx, mg)
+        return moe_combine(m, x, idx, w, lambda e, xs: mlp(m, xs, f"{pre}experts.{e}.", ("w1", "w3", "w2")))
+    if fam in ("qwen2_moe", "qwen3_moe"):
+        sparse = (L not in (cfg.get("mlp_only_layers") or [])) and cfg.get("num_experts", 0) > 0 \
+            and (L + 1) % (cfg.get("decoder_sparse_step") or 1) == 0
+        if not sparse:
+            return mlp(m, x, p + "mlp.")
+        logits = linear(m, x, p + "mlp.gate.weight")
+        idx, w, mg = route_softmax_topk(logits, cfg["num_experts_per_tok"], cfg.get("norm_topk_prob", False))
+        record(idx, mg)
+        out = moe_combine(m, x, idx, w, lambda e, xs: mlp(m, xs, f"{p}mlp.experts.{e}."))
+        if fam == "qwen2_moe" and m.has(p + "mlp.shared_expert.gate_proj.weight"):
+            sh = mlp(m, x, p + "mlp.shared_expert.")
+            gate = sigmoid(linear(m, x, p + "mlp.shared_expert_gate.weight"))
+            out = (out + gate * sh).astype(F32)
+        return out
+    if fam == "olmoe":
+        logits = linear(m, x, p + "mlp.gate.weight")
+        idx, w, mg = route_softmax_topk(logits, cfg["num_experts_per_tok"], cfg.get("norm_topk_prob", False))
+        record(idx, mg)
+        return moe_combine(m, x, idx, w, lambda e, xs: mlp(m, xs, f"{p}mlp.experts.{e}."))
+    if fam in ("deepseek_v2", "deepseek_v3"):
+        freq = cfg.get("moe_layer_freq") or 1
+        is_moe = cfg.get("n_routed_experts") and L >= (cfg.get("first_k_dense_replace") or 0) and L % freq == 0
+        if not is_moe:
+            return mlp(m, x, p + "mlp.")
+        logits = linear(m, x, p + "mlp.gate.weight")
+        idx, w, mg = route_deepseek(m, logits, L)
+        record(idx, mg)
+        out = moe_combine(m, x, idx, w, lambda e, xs: mlp(m, xs, f"{p}mlp.experts.{e}."))
+        if cfg.get("n_shared_experts"):
+            out = (out + mlp(m, x, p + "mlp.shared_experts.")).astype(F32)
+        return out
+    if fam == "granitemoe":
+        pre = p + "block_sparse_moe."
+        logits = linear(m, x, pre + "router.layer.weight")
+        idx, w, mg = route_granite(logits, cfg["num_experts_per_tok"])
+        record(idx, mg)
+        wi, wo = m.w(pre + "input_linear.weight"), m.w(pre + "output_linear.weight")
+        ff = wi.shape[1] // 2
+        act = act_fn(cfg)
+
+        def expert(e, xs):
+            hh = linear(m, xs, pre + "input_linear.weight", wmat=wi[e])
+            hh = (act(hh[:, :ff]) * hh[:, ff:]).astype(F32)
+            return linear(m, hh, pre + "output_linear.weight", wmat=wo[e])
+        return moe_combine(m, x, idx, w, expert)
+    raise ValueError(fam)
+
+
+FAMILIES = {"llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe", "olmoe",
+            "deepseek_v2", "deepseek_v3", "granitemoe"}
+
+
+# ----------------------------------------------------------------------------- forward
+
+def rope_dim(m):
+    cfg = m.cfg
+    if m.family in ("deepseek_v2", "deepseek_v3"):
+        return cfg["qk_rope_head_dim"]
+    if m.family == "granitemoe":
+        return cfg["hidden_size"] // cfg["num_attention_heads"]
+    hd = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
+    return int(hd * (cfg.get("partial_rotary_factor") or 1.0))
+
+
+def forward(m, tokens, trace=None, upto_layer=None):
+    """tokens: list of ids -> logits float32 [n][vocab]. trace (dict) receives per MoE
+    layer {"idx", "margin"}; with upto_layer set, stops after that layer's FFN (returns
+    None)."""
+    cfg = m.cfg
+    tokens = np.asarray(tokens, dtype=np.int64)
+    V = cfg["vocab_size"]
+    if tokens.size == 0 or tokens.min() < 0 or tokens.max() >= V:
+        raise ValueError(f"token ids must be in [0, {V})")
+    n = len(tokens)
+    emb = m.w("model.embed_tokens.weight")
+    x = emb[tokens].astype(F32)
+    granite = m.family == "granitemoe"
+    if granite:
+        x = (x * F32(cfg.get("embedding_multiplier", 1.0))).astype(F32)
+    resm = F32(cfg.get("residual_multiplier", 1.0)) if granite else None
+    inv, att = rope_params(cfg, rope_dim(m), n)
+    rope = rope_cos_sin(inv, n, att)
+    eps = cfg.get("rms_norm_eps", 1e-6)
+    mla = m.family in ("deepseek_v2", "deepseek_v3")
+    for L in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{L}."
+        h = rmsnorm(x, m.w(p + "input_layernorm.weight"), eps)
+        a = attn_mla(m, h, L, rope) if mla else attn_standard(m, h, L, rope)
+        x = (x + (a * resm if granite else a)).astype(F32)
+        h = rmsnorm(x, m.w(p + "post_attention_layernorm.weight"), eps)
+        f = ffn(m, h, L, trace)
+        x = (x + (f * resm if granite else f)).astype(F32)
+        if upto_layer is not None and L >= upto_layer:
+            return None
+    x = rmsnorm(x, m.w("model.norm.weight"), eps)
+    head = "lm_head.weight" if m.has("lm_head.weight") else "model.embed_tokens.weight"
+    if head != "lm_head.weight" and cfg.get("tie_word_embeddings") is False:
+        raise KeyError("lm_head.weight missing and tie_word_embeddings is false")
+    logits = linear(m, x, head, bias_name="lm_head.bias")
+    if granite:
+        logits = (logits / F32(cfg.get("logits_scaling", 1.0))).astype(F32)
+    return logits.astype(F32)
+
+
+def greedy(m, tokens, n_gen):
+    seq = list(tokens)
+    out = []
+    for _ in range(n_gen):
+        nxt = int(np.argmax(forward(m, seq)[-1]))
+        out.append(nxt)
+        seq.append(nxt)
+    return out
+
+
+def parse_tokens(s):
+    s = s.replace(",", " ").split()
+    return [int(t) for t in s]
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("hf_dir")
+    ap.add_argument("--tokens", help="ids separated by commas or spaces")
+    ap.add_argument("--tokens-file", help="file with ids separated by spaces/commas")
+    ap.add_argument("--out", help="write teacher-forced logits float32 [n][vocab]")
+    ap.add_argument("--greedy", type=int, default=0, help="print N greedy ids")
+    ap.add_argument("--full-out", help="write logits of tokens + greedy ids")
+    ap.add_argument("--weights-dtype", default="f32", choices=["f32", "f16", "bf16", "q8_0", "q4_0"])
+    ap.add_argument("--expert-weights-dtype", default=None, choices=["f32", "f16", "bf16", "q8_0", "q4_0"])
+    ap.add_argument("--act-quant", default=None, choices=["q8_0"],
+                    help="round activations through Q8_0 before q8_0/q4_0 weight products")
+    a = ap.parse_args(argv)
+    if a.tokens is None and a.tokens_file is None:
+        ap.error("--tokens or --tokens-file is required")
+    toks = parse_tokens(a.tokens if a.tokens is not None else open(a.tokens_file).read())
+    m = load_model(a.hf_dir, a.weights_dtype, a.expert_weights_dtype, a.act_quant,
+                   log=lambda s: print(s, file=sys.stderr))
+    if a.out:
+        forward(m, toks).astype("<f4").tofile(a.out)
+    if a.greedy or a.full_out:
+        g = greedy(m, toks, a.greedy)
+        print(" ".join(str(i) for i in g))
+        if a.full_out:
+            forward(m, toks + g).astype("<f4").tofile(a.full_out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,20 @@
+#!/bin/sh
+# Runs every tests/integration/*.sh with COLIBRI (the CLI) and PYTHON set; each script exits
+# 0 on success. Prints "integration: N passed, M failed".
+pass=0; fail=0; failed=""
+export COLIBRI PYTHON BUILD
+TMPROOT=${TMPDIR:-/tmp}/colibri-it.$$
+mkdir -p "$TMPROOT"
+for t in tests/integration/*.sh; do
+    [ -f "$t" ] || continue
+    name=$(basename "$t" .sh)
+    out="$TMPROOT/$name.log"
+    if WORK="$TMPROOT/$name" sh "$t" >"$out" 2>&1; then
+        pass=$((pass + 1)); echo "PASS $name"
+    else
+        fail=$((fail + 1)); failed="$failed $name"; echo "FAIL $name"; sed 's/^/    /' "$out" | tail -40
+    fi
+done
+rm -rf "$TMPROOT"
+echo "integration: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,10 @@
+#!/bin/sh
+# Runs each cmocka unit-test binary given as an argument (under $RUNNER, e.g. qemu-aarch64,
+# when set) and prints one summary line: "unit: N passed, M failed".
+pass=0; fail=0; failed=""
+for t in "$@"; do
+    if $RUNNER "$t"; then pass=$((pass + 1)); else fail=$((fail + 1)); failed="$failed $t"; fi
+done
+[ -n "$failed" ] && echo "failed test programs:$failed"
+echo "unit: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]

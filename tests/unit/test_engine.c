@@ -1,0 +1,218 @@
+/* test_engine.c — the forward pass through the public API on tiny generated models:
+ * batch == token-by-token, thread-count invariance, no allocation per token, reset,
+ * run-time top-k, and every error the API promises (bad ids, short buffers, overflow). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "colibri.h"
+#include "core/common.h"
+#include "testutil.h"
+
+static char moe_path[256], dense_path[256], q8_path[256];
+enum { NT = 12 };
+static const int32_t PROMPT[NT] = {1, 5, 9, 33, 70, 2, 11, 95, 40, 41, 3, 60};
+
+static int setup(void **state) {
+    (void)state;
+    clb_hparams hp;
+    tu_tmp_path(moe_path, sizeof moe_path, ".colibri");
+    tu_tmp_path(dense_path, sizeof dense_path, ".colibri");
+    tu_tmp_path(q8_path, sizeof q8_path, ".colibri");
+    tu_tiny_hparams(&hp, 6);
+    if (tu_write_model(moe_path, &hp, CLB_DT_F32, 42)) return -1;
+    if (tu_write_model(q8_path, &hp, CLB_DT_Q8_0, 43)) return -1;
+    tu_tiny_hparams(&hp, 0);
+    if (tu_write_model(dense_path, &hp, CLB_DT_F32, 44)) return -1;
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    unlink(moe_path);
+    unlink(dense_path);
+    unlink(q8_path);
+    return 0;
+}
+
+static colibri_engine_t *open_engine(const char *path, int threads, int batch) {
+    colibri_params p = colibri_params_default();
+    p.n_threads = threads;
+    p.n_batch = batch;
+    p.max_seq_len = 32;
+    colibri_engine_t *e = colibri_init_params(path, &p);
+    if (!e) fprintf(stderr, "init: %s\n", colibri_last_error());
+    assert_non_null(e);
+    return e;
+}
+
+/* logits of every prompt position, token by token */
+static void logits_stepwise(colibri_engine_t *e, float *out) {
+    const int V = colibri_n_vocab(e);
+    for (int i = 0; i < NT; i++) assert_int_equal(colibri_forward_ex(e, PROMPT[i], out + i * V, (size_t)V, NULL), 0);
+}
+
+static void test_batch_equals_stepwise(void **state) {
+    (void)state;
+    const char *paths[] = {moe_path, dense_path, q8_path};
+    for (int m = 0; m < 3; m++) {
+        colibri_engine_t *a = open_engine(paths[m], 1, 64), *b = open_engine(paths[m], 1, 5);
+        const int V = colibri_n_vocab(a);
+        float *la = malloc(sizeof(float) * NT * V), *lb = malloc(sizeof(float) * NT * V);
+        logits_stepwise(a, la);
+        /* batches of 5, 5, 2 */
+        assert_int_equal(colibri_eval(b, PROMPT, NT, lb, (size_t)NT * V), 0);
+        assert_memory_equal(la, lb, sizeof(float) * NT * V);
+        /* the logits are not degenerate */
+        float mx = 0;
+        for (int i = 0; i < NT * V; i++) mx = fmaxf(mx, fabsf(la[i]));
+        assert_true(mx > 0.1f && isfinite(mx));
+        free(la);
+        free(lb);
+        colibri_free(a);
+        colibri_free(b);
+    }
+}
+
+static void test_threads_invariant(void **state) {
+    (void)state;
+    colibri_engine_t *a = open_engine(moe_path, 1, 64), *b = open_engine(moe_path, 2, 64),
+                     *c = open_engine(moe_path, 3, 64);
+    const int V = colibri_n_vocab(a);
+    float *la = malloc(sizeof(float) * NT * V), *lb = malloc(sizeof(float) * NT * V),
+          *lc = malloc(sizeof(float) * NT * V);
+    assert_int_equal(colibri_eval(a, PROMPT, NT, la, (size_t)NT * V), 0);
+    assert_int_equal(colibri_eval(b, PROMPT, NT, lb, (size_t)NT * V), 0);
+    assert_int_equal(colibri_eval(c, PROMPT, NT, lc, (size_t)NT * V), 0);
+    assert_memory_equal(la, lb, sizeof(float) * NT * V);
+    assert_memory_equal(la, lc, sizeof(float) * NT * V);
+    free(la);
+    free(lb);
+    free(lc);
+    colibri_free(a);
+    colibri_free(b);
+    colibri_free(c);
+}
+
+static void test_no_alloc_per_token(void **state) {
+    (void)state;
+    colibri_engine_t *e = open_engine(moe_path, 2, 8);
+    const int V = colibri_n_vocab(e);
+    float *l = malloc(sizeof(float) * NT * V);
+    int32_t next = 0;
+    assert_int_equal(colibri_forward(e, 1, l, &next), 0); /* warm-up */
+    uint64_t before = clb_alloc_count();
+    for (int i = 0; i < 10; i++) assert_int_equal(colibri_forward(e, next, l, &next), 0);
+    assert_int_equal(colibri_eval(e, PROMPT, 8, l, (size_t)NT * V), 0);
+    assert_int_equal(clb_alloc_count(), before);
+    free(l);
+    colibri_free(e);
+}
+
+static void test_reset_and_topk(void **state) {
+    (void)state;
+    colibri_engine_t *e = open_engine(moe_path, 1, 64);
+    const int V = colibri_n_vocab(e);
+    float *a = malloc(sizeof(float) * V), *b = malloc(sizeof(float) * V), *c = malloc(sizeof(float) * V);
+    assert_int_equal(colibri_eval(e, PROMPT, 4, NULL, 0), 0);
+    assert_int_equal(colibri_n_past(e), 4);
+    assert_int_equal(colibri_forward(e, 7, a, NULL), 0);
+    colibri_reset(e);
+    assert_int_equal(colibri_n_past(e), 0);
+    assert_int_equal(colibri_eval(e, PROMPT, 4, NULL, 0), 0);
+    assert_int_equal(colibri_forward(e, 7, b, NULL), 0);
+    assert_memory_equal(a, b, sizeof(float) * V);
+    /* top-k = 3 changes the result from the next token on, no reload */
+    colibri_reset(e);
+    assert_int_equal(colibri_set_moe_top_k(e, 3), 0);
+    assert_int_equal(colibri_eval(e, PROMPT, 4, NULL, 0), 0);
+    assert_int_equal(colibri_forward(e, 7, c, NULL), 0);
+    assert_memory_not_equal(a, c, sizeof(float) * V);
+    assert_int_equal(colibri_set_moe_top_k(e, 0), COLIBRI_ERR_ARG);
+    assert_int_equal(colibri_set_moe_top_k(e, 7), COLIBRI_ERR_ARG);
+    /* expert statistics: layer 0 saw 9 tokens x 2 experts + ... */
+    colibri_stats_t st = colibri_get_stats(e);
+    uint32_t sum = 0;
+    for (int x = 0; x < st.n_experts; x++) sum += st.expert_counts[0][x];
+    assert_int_equal(st.n_layers, 2);
+    assert_int_equal(st.n_experts, 6);
+    assert_int_equal(sum, 5 * 2 + 5 * 2 + 5 * 3);
+    assert_true(st.tokens_prompt == 12 && st.tokens_generated == 3);
+    free(a);
+    free(b);
+    free(c);
+    colibri_free(e);
+}
+
+static void test_errors(void **state) {
+    (void)state;
+    colibri_engine_t *e = open_engine(dense_path, 1, 4);
+    const int V = colibri_n_vocab(e);
+    float *l = malloc(sizeof(float) * V * 40);
+    assert_int_equal(colibri_forward(e, V, l, NULL), COLIBRI_ERR_ARG);
+    assert_non_null(strstr(colibri_last_error(), "out of range"));
+    assert_int_equal(colibri_forward(e, -1, l, NULL), COLIBRI_ERR_ARG);
+    assert_int_equal(colibri_forward_ex(e, 3, l, (size_t)V - 1, NULL), COLIBRI_ERR_ARG);
+    assert_int_equal(colibri_n_past(e), 0); /* nothing was evaluated */
+    assert_int_equal(colibri_eval(e, PROMPT, 2, l, (size_t)V), COLIBRI_ERR_ARG);
+    int32_t bad[3] = {1, 2, 1000};
+    assert_int_equal(colibri_eval(e, bad, 3, NULL, 0), COLIBRI_ERR_ARG);
+    /* max_seq_len 32: the 33rd token fails cleanly, the engine stays usable */
+    int32_t many[33];
+    for (int i = 0; i < 33; i++) many[i] = 3 + i;
+    assert_int_equal(colibri_eval(e, many, 33, NULL, 0), COLIBRI_ERR_RANGE);
+    assert_int_equal(colibri_eval(e, many, 32, NULL, 0), 0);
+    assert_int_equal(colibri_forward(e, 3, l, NULL), COLIBRI_ERR_RANGE);
+    assert_non_null(strstr(colibri_last_error(), "max_seq_len"));
+    colibri_reset(e);
+    assert_int_equal(colibri_forward(e, 3, l, NULL), 0);
+    assert_int_equal(colibri_set_moe_top_k(e, 1), COLIBRI_ERR_ARG); /* dense model */
+    free(l);
+    colibri_free(e);
+    /* NULL handles */
+    colibri_free(NULL);
+    assert_int_equal(colibri_forward(NULL, 1, NULL, NULL), COLIBRI_ERR_ARG);
+    assert_int_equal(colibri_n_vocab(NULL), 0);
+    colibri_stats_t st = colibri_get_stats(NULL);
+    assert_int_equal(st.tokens_prompt, 0);
+    /* init failures */
+    assert_null(colibri_init("/nonexistent/model.colibri", NULL));
+    assert_non_null(strstr(colibri_last_error(), "No such file"));
+    assert_null(colibri_init(moe_path, "/nonexistent/config.json"));
+    char cfg[256];
+    tu_tmp_path(cfg, sizeof cfg, ".json");
+    FILE *f = fopen(cfg, "w");
+    fputs("{\"threads\": 2, \"moe_top_kk\": 3}", f);
+    fclose(f);
+    assert_null(colibri_init(moe_path, cfg));
+    assert_non_null(strstr(colibri_last_error(), "moe_top_kk"));
+    f = fopen(cfg, "w");
+    fputs("{\"threads\": 2, \"moe_top_k\": 3, \"max_seq_len\": 16}", f);
+    fclose(f);
+    e = colibri_init(moe_path, cfg);
+    assert_non_null(e);
+    assert_int_equal(colibri_max_seq_len(e), 16);
+    colibri_free(e);
+    f = fopen(cfg, "w");
+    fputs("{\"moe_top_k\": 99}", f);
+    fclose(f);
+    assert_null(colibri_init(moe_path, cfg));
+    unlink(cfg);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_batch_equals_stepwise), cmocka_unit_test(test_threads_invariant),
+        cmocka_unit_test(test_no_alloc_per_token), cmocka_unit_test(test_reset_and_topk),
+        cmocka_unit_test(test_errors),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

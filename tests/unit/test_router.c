@@ -1,0 +1,95 @@
+/* test_router.c — routing decisions and weights on hand-computed cases. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+
+#include "model/model.h"
+#include "moe/router.h"
+
+static void route(const clb_router_cfg *c, const float *logits, int *sel, float *w) {
+    float scratch[64];
+    clb_route(c, logits, scratch, sel, w);
+}
+
+static void test_softmax_topk_renorm(void **state) {
+    (void)state;
+    /* logits 0, ln2, ln4, ln1 -> softmax = 1/8, 2/8, 4/8, 1/8; top-2 = {2, 1} with 4/6, 2/6 */
+    const float lg[4] = {0.0f, logf(2.0f), logf(4.0f), 0.0f};
+    clb_router_cfg c = {.n_expert = 4, .k = 2, .score = CLB_SCORE_SOFTMAX, .norm_topk = true, .scale = 1.0f};
+    int sel[4];
+    float w[4];
+    route(&c, lg, sel, w);
+    assert_int_equal(sel[0], 2);
+    assert_int_equal(sel[1], 1);
+    assert_float_equal(w[0], 4.0f / 6.0f, 1e-6);
+    assert_float_equal(w[1], 2.0f / 6.0f, 1e-6);
+    /* without renormalisation the weights are the softmax probabilities */
+    c.norm_topk = false;
+    route(&c, lg, sel, w);
+    assert_float_equal(w[0], 0.5f, 1e-6);
+    assert_float_equal(w[1], 0.25f, 1e-6);
+    /* routed scaling multiplies them */
+    c.scale = 2.5f;
+    route(&c, lg, sel, w);
+    assert_float_equal(w[0], 1.25f, 1e-6);
+    /* ties go to the lower id: experts 0 and 3 tie for third place */
+    c.k = 3;
+    c.scale = 1.0f;
+    route(&c, lg, sel, w);
+    assert_int_equal(sel[2], 0);
+}
+
+static void test_temperature(void **state) {
+    (void)state;
+    /* T = 2 halves the logits: softmax(0, ln2) over 2 experts -> 1/(1+sqrt2), sqrt2/(1+sqrt2) */
+    const float lg[2] = {0.0f, logf(2.0f)};
+    clb_router_cfg c = {.n_expert = 2, .k = 1, .score = CLB_SCORE_SOFTMAX, .temperature = 2.0f};
+    int sel[2];
+    float w[2];
+    route(&c, lg, sel, w);
+    assert_int_equal(sel[0], 1);
+    assert_float_equal(w[0], sqrtf(2.0f) / (1.0f + sqrtf(2.0f)), 1e-6);
+}
+
+static void test_sigmoid_bias_groups(void **state) {
+    (void)state;
+    /* sigmoid scores; the bias changes the choice but not the weights */
+    const float lg[4] = {0.0f, 1.0f, 2.0f, -1.0f};
+    const float bias[4] = {0.0f, 0.0f, -0.5f, 2.0f};
+    clb_router_cfg c = {.n_expert = 4, .k = 2, .score = CLB_SCORE_SIGMOID, .norm_topk = false, .bias = bias};
+    int sel[4];
+    float w[4];
+    route(&c, lg, sel, w);
+    /* choice = sig + bias = .5, .731, .381, 2.269 -> experts 3, 1 */
+    assert_int_equal(sel[0], 3);
+    assert_int_equal(sel[1], 1);
+    assert_float_equal(w[0], 1.0f / (1.0f + expf(1.0f)), 1e-6);
+    assert_float_equal(w[1], 1.0f / (1.0f + expf(-1.0f)), 1e-6);
+    /* groups of 2: {0,1} and {2,3}; with topk_group 1 only one group may be used.
+       No bias: group score = best score: group 0 max .731, group 1 max .881 -> group 1 */
+    c.bias = NULL;
+    c.n_group = 2;
+    c.topk_group = 1;
+    route(&c, lg, sel, w);
+    assert_int_equal(sel[0], 2);
+    assert_int_equal(sel[1], 3);
+    /* with the bias, group score = sum of the two best choices: g0 1.231, g1 2.650;
+       experts outside the kept groups get choice 0 (as DeepSeek-V3 masks them) */
+    c.bias = bias;
+    route(&c, lg, sel, w);
+    assert_int_equal(sel[0], 3);
+    assert_int_equal(sel[1], 2);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_softmax_topk_renorm),
+        cmocka_unit_test(test_temperature),
+        cmocka_unit_test(test_sigmoid_bias_groups),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
