@@ -70,7 +70,30 @@ typedef struct colibri_stats {
     /* expert_counts[l][e]: how many times expert e of layer l was selected since init/reset
        of the statistics. Layers without routed experts stay 0. */
     uint32_t expert_counts[COLIBRI_STATS_MAX_LAYERS][COLIBRI_STATS_MAX_EXPERTS];
+    /* -- expert memory hierarchy (docs/MEMORY.md). Pool figures are 0 without a budget
+       (the unbounded mode serves experts from the file mapping and counts no hits). -- */
+    int32_t cache_policy;          /* colibri_cache_policy in effect */
+    int32_t expert_pool_slots;     /* experts the pool holds at once; 0 = unbounded mode */
+    uint64_t expert_pool_bytes;    /* the pool's size */
+    uint64_t mem_accounted_bytes;  /* dense weights + KV cache + arena (the rest of a budget is the pool) */
+    uint64_t expert_hits[COLIBRI_STATS_MAX_LAYERS];       /* acquires served from the pool */
+    uint64_t expert_misses[COLIBRI_STATS_MAX_LAYERS];     /* acquires that waited for a read */
+    uint64_t expert_bytes_read[COLIBRI_STATS_MAX_LAYERS]; /* bytes read from the file into the pool */
+    uint64_t expert_evictions[COLIBRI_STATS_MAX_LAYERS];
+    double expert_stall_s[COLIBRI_STATS_MAX_LAYERS];      /* time acquires waited for reads */
+    uint64_t prefetch_issued, prefetch_used; /* lookahead loads started / later acquired */
+    uint64_t lookahead_true, lookahead_hit;  /* true top-k picks / of those predicted (recall) */
+    /* sums over all layers of the arrays above */
+    uint64_t expert_hits_total, expert_misses_total, expert_bytes_read_total, expert_evictions_total;
+    double expert_stall_s_total;
 } colibri_stats_t;
+
+/* Expert cache policies (colibri_params.cache_policy, colibri_set_cache_policy). */
+typedef enum colibri_cache_policy {
+    COLIBRI_CACHE_LRU = 0,   /* least recently used expert leaves the pool */
+    COLIBRI_CACHE_LFU = 1,   /* least frequently used, with decay */
+    COLIBRI_CACHE_PINNED = 2 /* a hot set learned from routing counts stays; LRU for the rest */
+} colibri_cache_policy;
 
 /* Run-time settings. Zero-initialise (colibri_params_default) and set what you need. */
 typedef struct colibri_params {
@@ -79,13 +102,27 @@ typedef struct colibri_params {
     int32_t n_batch;        /* largest batch colibri_eval computes at once; 0 = 64 */
     int32_t moe_top_k;      /* experts per token; 0 = the model's own */
     float router_temperature; /* divides router logits before scoring; 0 or 1 = off */
+    /* -- expert memory hierarchy (docs/MEMORY.md) -- */
+    uint64_t mem_budget;        /* bytes for dense weights + KV cache + arena + expert pool; 0 = no
+                                   budget: experts are served from the file mapping */
+    uint64_t expert_pool_bytes; /* the expert pool alone (env COLIBRI_PAGE_POOL_SIZE overrides);
+                                   0 = what mem_budget leaves, or 512 MiB with direct_io alone */
+    int32_t cache_policy;       /* colibri_cache_policy (default LRU) */
+    int32_t prefetch;           /* 0 or 1 = batch union + router lookahead prefetch, -1 = off */
+    int32_t direct_io;          /* 1 = read experts with O_DIRECT (implies a pool) */
+    int32_t io_threads;         /* expert I/O threads; 0 = 4 */
+    int32_t usage_stats;        /* 1 = read/write routing counts in "<model>.usage" (opt-in; the
+                                   PINNED policy learns its hot set from them) */
 } colibri_params;
 
 /* ---- the four calls of the original design ---- */
 
 /* Opens a model (.colibri file, .gguf file, or a Hugging Face directory) and prepares it to
    run. config_path may be NULL or a JSON file of run-time settings with any of the keys
-   "threads", "max_seq_len", "n_batch", "moe_top_k", "router_temperature".
+   "threads", "max_seq_len", "n_batch", "moe_top_k", "router_temperature", and for the
+   expert memory hierarchy "mem_budget" / "expert_pool" (bytes, or a string such as "1.5GiB"),
+   "cache_policy" ("lru", "lfu", "pinned"), "prefetch", "direct_io", "usage_stats" (booleans),
+   "io_threads".
    Returns NULL on failure (reason in colibri_last_error()). */
 colibri_engine_t *colibri_init(const char *model_path, const char *config_path);
 
@@ -137,6 +174,10 @@ int32_t colibri_max_seq_len(const colibri_engine_t *e);
 /* Changes the number of routed experts per token from the next token on (1..n_experts). */
 int colibri_set_moe_top_k(colibri_engine_t *e, int32_t k);
 
+/* Changes the expert cache policy (colibri_cache_policy) from the next eviction on. Output
+   never depends on it. */
+int colibri_set_cache_policy(colibri_engine_t *e, int32_t policy);
+
 /* The model's BOS/EOS token ids, -1 when the model has none. */
 int32_t colibri_bos_id(const colibri_engine_t *e);
 int32_t colibri_eos_id(const colibri_engine_t *e);
@@ -150,8 +191,9 @@ void colibri_set_log(colibri_log_fn fn, void *user);
 
 /* ---- text: tokenizer, chat template, sampling ---- */
 
-/* Whether the model file carries a tokenizer (the text calls below fail without one). */
-int colibri_has_tokenizer(const colibri_engine_t *e);
+/* Whether the model file carries a tokenizer this build can use (the text calls below fail
+   without one; the tokenizer is built on the first text call). */
+int colibri_has_tokenizer(colibri_engine_t *e);
 
 /* Text (len bytes of UTF-8) to ids. add_special adds BOS/EOS as the tokenizer files say;
    parse_special turns special-token text such as "<|im_start|>" into its id. Writes up to
@@ -172,7 +214,7 @@ int colibri_detok_flush(colibri_detok_t *d, char *out, size_t cap, size_t *n_out
 void colibri_detok_free(colibri_detok_t *d);
 
 /* True for tokens that end generation (EOS and the tokenizer's end-of-turn tokens). */
-int colibri_is_eog(const colibri_engine_t *e, int32_t id);
+int colibri_is_eog(colibri_engine_t *e, int32_t id);
 
 /* Renders messages with the model's chat template (ChatML when the model has none:
    colibri_chat_template_is_default() says so). Heap string, free with colibri_string_free;
@@ -183,7 +225,7 @@ typedef struct colibri_chat_msg {
 } colibri_chat_msg;
 char *colibri_chat_render(colibri_engine_t *e, const colibri_chat_msg *msgs, size_t n,
                           int add_generation_prompt);
-int colibri_chat_template_is_default(const colibri_engine_t *e);
+int colibri_chat_template_is_default(colibri_engine_t *e);
 
 /* Sampling, applied in one documented order (penalties, top-k, temperature, softmax, top-p,
    min-p, draw; temperature <= 0 is greedy). Same seed, same logits: same tokens. */

@@ -74,6 +74,12 @@ static void carve(colibri_engine_t *e) {
     e->kv_k = clb_arena_take(a, B * kd * F);
     e->kv_v = clb_arena_take(a, B * vd * F);
     e->att = clb_arena_take(a, B * od * F);
+    if (hp->attn_kind == CLB_ATTN_MLA) {
+        const size_t nope = (size_t)(hp->head_dim - hp->n_rot);
+        e->mla_qa = clb_arena_take(a, B * (size_t)CLB_MAX(hp->q_lora_rank, 1) * F);
+        e->mla_ckv = clb_arena_take(a, B * (size_t)(hp->kv_lora_rank + hp->n_rot) * F);
+        e->mla_kvb = clb_arena_take(a, B * (size_t)hp->n_head * (nope + (size_t)hp->head_dim_v) * F);
+    }
     e->att_scratch = clb_arena_take(a, (size_t)e->n_threads * (size_t)e->max_seq * F);
     e->ff_g = clb_arena_take(a, B * ff * F);
     e->ff_u = clb_arena_take(a, B * ff * F);
@@ -89,7 +95,7 @@ static void carve(colibri_engine_t *e) {
     e->xe = clb_arena_take(a, B * E * F);
     e->slot_out = clb_arena_take(a, B * ne * E * F);
     e->logits = clb_arena_take(a, B * (size_t)hp->n_vocab * F);
-    size_t maxc = CLB_MAX(CLB_MAX(E, od), ff);
+    size_t maxc = CLB_MAX(CLB_MAX(E, od), CLB_MAX(ff, (size_t)CLB_MAX(hp->q_lora_rank, hp->kv_lora_rank)));
     e->mm.qbuf_bytes = clb_matmul_qbuf_bytes((int64_t)maxc, (int64_t)B);
     e->mm.qbuf = clb_arena_take(a, e->mm.qbuf_bytes);
 }
@@ -108,11 +114,6 @@ colibri_engine_t *colibri_init_params(const char *model_path, const colibri_para
     if (clb_model_load(model_path, &e->model)) goto fail;
     e->hp = e->model->hp;
     const clb_hparams *hp = e->hp;
-    if (hp->attn_kind != CLB_ATTN_GQA) {
-        clb_err(COLIBRI_ERR_UNSUPPORTED, "%s: multi-head latent attention is not supported by this build",
-                model_path);
-        goto fail;
-    }
     e->k = clb_kernels_get();
     e->n_threads = p.n_threads > 0 ? p.n_threads : clb_cpu_count();
     e->max_seq = p.max_seq_len > 0 ? p.max_seq_len : CLB_MIN(hp->max_pos, 4096);
@@ -157,19 +158,6 @@ colibri_engine_t *colibri_init_params(const char *model_path, const colibri_para
     carve(e);
     if (clb_arena_alloc_block(&e->arena)) goto fail;
     carve(e);
-    if (e->model->src.tokenizer) {
-        e->tok = clb_tokenizer_from_json(e->model->src.tokenizer);
-        if (!e->tok) {
-            clb_err_prefix("%s: tokenizer", model_path);
-            goto fail;
-        }
-        if (clb_tokenizer_n_vocab(e->tok) > hp->n_vocab) {
-            clb_err(COLIBRI_ERR_FORMAT, "%s: the tokenizer has %d tokens, the model only %d", model_path,
-                    clb_tokenizer_n_vocab(e->tok), hp->n_vocab);
-            goto fail;
-        }
-        clb_text_init_eog(e);
-    }
     e->stats.n_layers = CLB_MIN(hp->n_layer, COLIBRI_STATS_MAX_LAYERS);
     e->stats.n_experts = CLB_MIN(hp->n_expert, COLIBRI_STATS_MAX_EXPERTS);
     return e;

@@ -63,11 +63,15 @@ static void add_bias(float *y, const clb_weight *b, int n_tok, int64_t stride) {
         for (int64_t i = 0; i < b->cols; i++) y[(int64_t)t * stride + i] += bv[i];
 }
 
-static void attention(colibri_engine_t *e, const clb_layer *L, int l, int n) {
+static void clamp(float *x, int64_t n, float c) {
+    for (int64_t i = 0; i < n; i++) x[i] = x[i] > c ? c : x[i] < -c ? -c : x[i];
+}
+
+/* q [n][n_head*hd], k [n][n_kv*hd], v [n][n_kv*hdv] from the normed input, before rope. */
+static void project_gqa(colibri_engine_t *e, const clb_layer *L, int n) {
     const clb_hparams *hp = e->hp;
     const int64_t E = hp->n_embd, qd = (int64_t)hp->n_head * hp->head_dim;
     const int64_t kd = (int64_t)hp->n_head_kv * hp->head_dim, vd = (int64_t)hp->n_head_kv * hp->head_dim_v;
-    for (int t = 0; t < n; t++) clb_rmsnorm(e->xn + t * E, e->x + t * E, L->attn_norm.data, E, hp->norm_eps);
     clb_matmul(&e->mm, &L->wq, e->xn, E, n, e->q, qd);
     if (kd == vd) {
         clb_matmul2(&e->mm, &L->wk, &L->wv, e->xn, E, n, e->kv_k, e->kv_v, kd);
@@ -89,10 +93,60 @@ static void attention(colibri_engine_t *e, const clb_layer *L, int l, int n) {
             for (int h = 0; h < hp->n_head_kv; h++)
                 clb_rmsnorm(kt + h * hp->head_dim, kt + h * hp->head_dim, L->k_norm.data, hp->head_dim, hp->norm_eps);
         }
+        if (hp->clip_qkv > 0) { /* OLMoE: after the q/k norms, before rope */
+            clamp(qt, qd, hp->clip_qkv);
+            clamp(kt, kd, hp->clip_qkv);
+            clamp(e->kv_v + t * vd, vd, hp->clip_qkv);
+        }
+        clb_rope_apply(&e->rope, kt, hp->n_head_kv, hp->head_dim, 0, e->n_past + t);
+    }
+}
+
+/* Multi-head latent attention (DeepSeek-V2/V3): q from a low-rank projection (or directly),
+   K/V decompressed per head from the kv_lora_rank latent; the rope part of K is one
+   vector shared by all heads. The KV cache holds the decompressed K and V. */
+static void project_mla(colibri_engine_t *e, const clb_layer *L, int n) {
+    const clb_hparams *hp = e->hp;
+    const int64_t E = hp->n_embd, H = hp->n_head, hd = hp->head_dim, hdv = hp->head_dim_v, rot = hp->n_rot;
+    const int64_t nope = hd - rot, r = hp->kv_lora_rank, qd = H * hd, ckv_w = r + rot, kvb_w = H * (nope + hdv);
+    const float eps = 1e-6f; /* q_a_layernorm / kv_a_layernorm: RMSNorm's default eps in the HF code */
+    if (hp->q_lora_rank > 0) {
+        const int64_t qr = hp->q_lora_rank;
+        clb_matmul(&e->mm, &L->wq_a, e->xn, E, n, e->mla_qa, qr);
+        for (int t = 0; t < n; t++) clb_rmsnorm(e->mla_qa + t * qr, e->mla_qa + t * qr, L->q_a_norm.data, qr, eps);
+        clb_matmul(&e->mm, &L->wq_b, e->mla_qa, qr, n, e->q, qd);
+    } else {
+        clb_matmul(&e->mm, &L->wq, e->xn, E, n, e->q, qd);
+    }
+    clb_matmul(&e->mm, &L->wkv_a, e->xn, E, n, e->mla_ckv, ckv_w);
+    for (int t = 0; t < n; t++) {
+        float *c = e->mla_ckv + t * ckv_w;
+        clb_rmsnorm(c, c, L->kv_a_norm.data, r, eps);                 /* the latent */
+        clb_rope_apply(&e->rope, c + r, 1, (int)rot, 0, e->n_past + t); /* the shared rope key */
+    }
+    clb_matmul(&e->mm, &L->wkv_b, e->mla_ckv, ckv_w, n, e->mla_kvb, kvb_w);
+    for (int t = 0; t < n; t++) {
+        const float *kvb = e->mla_kvb + t * kvb_w, *kpe = e->mla_ckv + t * ckv_w + r;
+        for (int64_t h = 0; h < H; h++) {
+            float *k = e->kv_k + t * H * hd + h * hd, *v = e->kv_v + t * H * hdv + h * hdv;
+            memcpy(k, kvb + h * (nope + hdv), sizeof(float) * (size_t)nope);
+            memcpy(k + nope, kpe, sizeof(float) * (size_t)rot);
+            memcpy(v, kvb + h * (nope + hdv) + nope, sizeof(float) * (size_t)hdv);
+        }
+    }
+}
+
+static void attention(colibri_engine_t *e, const clb_layer *L, int l, int n) {
+    const clb_hparams *hp = e->hp;
+    const int64_t E = hp->n_embd, qd = (int64_t)hp->n_head * hp->head_dim;
+    const int64_t kd = (int64_t)hp->n_head_kv * hp->head_dim, vd = (int64_t)hp->n_head_kv * hp->head_dim_v;
+    for (int t = 0; t < n; t++) clb_rmsnorm(e->xn + t * E, e->x + t * E, L->attn_norm.data, E, hp->norm_eps);
+    if (hp->attn_kind == CLB_ATTN_MLA) project_mla(e, L, n);
+    else project_gqa(e, L, n);
+    for (int t = 0; t < n; t++) {
         int pos = e->n_past + t;
-        clb_rope_apply(&e->rope, qt, hp->n_head, hp->head_dim, pos);
-        clb_rope_apply(&e->rope, kt, hp->n_head_kv, hp->head_dim, pos);
-        memcpy(e->k_cache + ((int64_t)l * e->max_seq + pos) * kd, kt, sizeof(float) * (size_t)kd);
+        clb_rope_apply(&e->rope, e->q + t * qd, hp->n_head, hp->head_dim, hp->rope_offset, pos);
+        memcpy(e->k_cache + ((int64_t)l * e->max_seq + pos) * kd, e->kv_k + t * kd, sizeof(float) * (size_t)kd);
         memcpy(e->v_cache + ((int64_t)l * e->max_seq + pos) * vd, e->kv_v + t * vd, sizeof(float) * (size_t)vd);
     }
     att_task at = {.e = e, .layer = l, .n_tok = n};
@@ -113,6 +167,43 @@ static void swiglu(colibri_engine_t *e, const clb_weight *g, const clb_weight *u
     clb_matmul2(&e->mm, g, u, x, E, n, e->ff_g, e->ff_u, ff);
     clb_silu_mul(e->ff_g, e->ff_u, (int64_t)n * ff);
     clb_matmul(&e->mm, d, e->ff_g, ff, n, y, E);
+}
+
+/* ---- expert memory hierarchy (docs/MEMORY.md): batch union + router lookahead ---- */
+
+/* After layer l routed its batch: scores the lookahead's prediction for l (recall), asks
+   the store for every expert of the batch at once (the union: each loads once, reads in
+   parallel), then applies layer l + 1's router to layer l's FFN input and asks for the
+   predicted experts, which the I/O threads load while layer l computes. Hints only: the
+   store may ignore them, and they never change what is computed. */
+static void moe_prefetch(colibri_engine_t *e, int l, int n) {
+    const clb_hparams *hp = e->hp;
+    const int ne = hp->n_expert, k = e->router.k, nl = l + 1;
+    clb_expert_store *st = e->model->store;
+    if (e->la_layer == l) {
+        uint64_t hit = 0;
+        for (int t = 0; t < n; t++)
+            for (int s = 0; s < k; s++)
+                for (int j = 0; j < k; j++)
+                    if (e->sel[t * ne + s] == e->la_sel[t * ne + j]) {
+                        hit++;
+                        break;
+                    }
+        clb_store_note_recall(st, l, hit, (uint64_t)n * (uint64_t)k);
+    }
+    e->la_layer = -1;
+    for (int x = 0; x < ne; x++)
+        if (e->e_count[x]) clb_store_request(st, l, x, CLB_PRIO_DEMAND);
+    if (nl >= hp->n_layer || !e->model->layers[nl].is_moe) return;
+    const clb_layer *N = &e->model->layers[nl];
+    clb_matmul(&e->mm, &N->router, e->xn, hp->n_embd, n, e->la_logits, ne);
+    clb_router_cfg rc = e->router;
+    rc.bias = N->router_bias.data;
+    for (int t = 0; t < n; t++) {
+        clb_route(&rc, e->la_logits + (int64_t)t * ne, e->r_scratch, e->la_sel + t * ne, e->la_w + t * ne);
+        for (int s = 0; s < k; s++) clb_store_request(st, nl, e->la_sel[t * ne + s], CLB_PRIO_LOOKAHEAD);
+    }
+    e->la_layer = nl;
 }
 
 static int moe(colibri_engine_t *e, const clb_layer *L, int l, int n) {
@@ -138,10 +229,15 @@ static int moe(colibri_engine_t *e, const clb_layer *L, int l, int n) {
             e->e_tok[at] = t;
             e->e_slot[at] = s;
         }
-    /* 3. run each selected expert on its tokens */
+    if (e->lookahead) moe_prefetch(e, l, n);
+    /* 3. run each selected expert on its tokens: those already in memory first (pass 0),
+       so the others keep loading meanwhile; each output slot is independent of the order */
+    for (int pass = 0; pass < 2; pass++)
     for (int x = 0; x < ne; x++) {
         int cnt = e->e_count[x];
-        if (!cnt) continue;
+        if (cnt <= 0) continue; /* none, or done in pass 0 (marked negative) */
+        if (pass == 0 && !(e->lookahead && clb_store_is_resident(e->model->store, l, x))) continue;
+        e->e_count[x] = -cnt;
         if (l < COLIBRI_STATS_MAX_LAYERS) e->stats.expert_counts[l][x] += (uint32_t)cnt;
         const clb_expert_w *w;
         int st = clb_store_acquire(e->model->store, l, x, &w);
@@ -156,6 +252,8 @@ static int moe(colibri_engine_t *e, const clb_layer *L, int l, int n) {
                    sizeof(float) * (size_t)E);
         }
     }
+    for (int x = 0; x < ne; x++) e->e_count[x] = -e->e_count[x];
+    if (e->lookahead) clb_store_layer_done(e->model->store, l);
     /* 4. weighted sum in selection order (fixed per token, whatever the batch) */
     for (int t = 0; t < n; t++) {
         float *o = e->ffn_out + t * E;

@@ -32,6 +32,9 @@ struct colibri_engine {
     float *kv_k;     /* [B][n_head_kv * head_dim] */
     float *kv_v;     /* [B][n_head_kv * head_dim_v] */
     float *att;      /* [B][n_head * head_dim_v] attention output */
+    float *mla_qa;   /* [B][q_lora_rank] (MLA) */
+    float *mla_ckv;  /* [B][kv_lora_rank + n_rot] (MLA) latent + shared rope key */
+    float *mla_kvb;  /* [B][n_head * (nope + head_dim_v)] (MLA) decompressed K/V */
     float *att_scratch; /* [n_threads][max_seq] scores */
     float *ff_g, *ff_u; /* [B][max ff width] */
     float *ffn_out;  /* [B][n_embd] */
@@ -46,10 +49,19 @@ struct colibri_engine {
     float *xe;       /* [B][n_embd] gathered expert inputs */
     float *slot_out; /* [B][n_expert][n_embd] each selected expert's output per token */
     float *logits;   /* [B][n_vocab] */
+    /* -- expert memory hierarchy: router lookahead (engine.c moe_lookahead) -- */
+    float *la_logits; /* [B][n_expert] next layer's router on this layer's FFN input */
+    int *la_sel;      /* [B][n_expert] predicted experts of layer la_layer per token (k used) */
+    float *la_w;      /* [B][n_expert] */
+    int la_layer;     /* layer la_sel predicts, -1 none */
+    bool lookahead;   /* prefetch on and the store has a pool */
+    uint64_t mem_accounted; /* dense + KV + arena bytes */
 
     colibri_stats_t stats;
 
-    clb_tokenizer *tok;      /* NULL when the model file has none */
+    clb_tokenizer *tok;      /* built on first use (text_api.c) */
+    bool tok_failed;         /* ... and why it could not be */
+    char tok_error[512];
     int32_t eog[8];          /* end-of-generation ids: EOS and end-of-turn tokens */
     int n_eog;
 };

@@ -1,5 +1,6 @@
 /* text_api.c — the text calls of colibri.h: tokenizer, streaming decode, chat template,
  * sampler. */
+#include <stdio.h>
 #include <string.h>
 
 #include <cjson/cJSON.h>
@@ -10,9 +11,30 @@
 #include "text/sampler.h"
 #include "text/tokenizer.h"
 
-static int need_tok(const colibri_engine_t *e) {
+/* The tokenizer is built on first use, so running on token ids never depends on it. */
+static int need_tok(colibri_engine_t *e) {
     if (!e) return clb_err(COLIBRI_ERR_ARG, "NULL engine");
-    if (!e->tok) return clb_err(COLIBRI_ERR_UNSUPPORTED, "the model file has no tokenizer");
+    if (e->tok) return COLIBRI_OK;
+    if (e->tok_failed) return clb_err(COLIBRI_ERR_UNSUPPORTED, "%s", e->tok_error);
+    const cJSON *stored = e->model->src.tokenizer;
+    if (!stored) {
+        e->tok_failed = true;
+        snprintf(e->tok_error, sizeof e->tok_error, "%s: the model file has no tokenizer", e->model->src.path);
+        return clb_err(COLIBRI_ERR_UNSUPPORTED, "%s", e->tok_error);
+    }
+    e->tok = clb_tokenizer_from_json(stored);
+    if (e->tok && clb_tokenizer_n_vocab(e->tok) > e->hp->n_vocab) {
+        clb_err(COLIBRI_ERR_FORMAT, "the tokenizer has %d tokens, the model only %d", clb_tokenizer_n_vocab(e->tok),
+                e->hp->n_vocab);
+        clb_tokenizer_free(e->tok);
+        e->tok = NULL;
+    }
+    if (!e->tok) {
+        e->tok_failed = true;
+        snprintf(e->tok_error, sizeof e->tok_error, "%s: tokenizer: %s", e->model->src.path, clb_last_error());
+        return clb_err(COLIBRI_ERR_UNSUPPORTED, "%s", e->tok_error);
+    }
+    clb_text_init_eog(e);
     return COLIBRI_OK;
 }
 
@@ -33,7 +55,7 @@ void clb_text_init_eog(colibri_engine_t *e) {
     }
 }
 
-int colibri_has_tokenizer(const colibri_engine_t *e) { return e && e->tok; }
+int colibri_has_tokenizer(colibri_engine_t *e) { return e && need_tok(e) == COLIBRI_OK; }
 
 int colibri_tokenize(colibri_engine_t *e, const char *text, size_t len, int add_special, int parse_special,
                      int32_t *ids, size_t cap, size_t *n_out) {
@@ -83,15 +105,17 @@ void colibri_detok_free(colibri_detok_t *d) {
     clb_free(d);
 }
 
-int colibri_is_eog(const colibri_engine_t *e, int32_t id) {
+int colibri_is_eog(colibri_engine_t *e, int32_t id) {
     if (!e) return 0;
+    if (!e->tok && !e->tok_failed) need_tok(e);
+    if (!e->tok) return id >= 0 && id == e->hp->eos_id;
     for (int i = 0; i < e->n_eog; i++)
         if (e->eog[i] == id) return 1;
     return 0;
 }
 
-int colibri_chat_template_is_default(const colibri_engine_t *e) {
-    return !e || !e->tok || !clb_tokenizer_chat_template(e->tok);
+int colibri_chat_template_is_default(colibri_engine_t *e) {
+    return !e || need_tok(e) || !clb_tokenizer_chat_template(e->tok);
 }
 
 /* The model's template (ChatML when it has none) with the special tokens' strings. */
@@ -100,6 +124,7 @@ char *colibri_chat_render(colibri_engine_t *e, const colibri_chat_msg *msgs, siz
         clb_err(COLIBRI_ERR_ARG, "NULL argument");
         return NULL;
     }
+    need_tok(e); /* without a tokenizer: ChatML and no special tokens */
     const char *tpl = e->tok ? clb_tokenizer_chat_template(e->tok) : NULL, *bos = NULL, *eos = NULL;
     if (e->tok) {
         int32_t b = clb_tokenizer_bos(e->tok), x = clb_tokenizer_eos(e->tok);

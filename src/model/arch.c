@@ -4,6 +4,7 @@
  * fields (which key holds the expert count, the router's scoring, fixed semantics such as
  * Mixtral's renormalised top-k). Options a family defines but this build cannot compute
  * are refused by name rather than silently ignored. */
+#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,7 +28,13 @@ struct clb_arch_desc {
     int qk_norm;
     bool shexp;                   /* shared_expert_intermediate_size + sigmoid gate */
     bool sparse_step;             /* decoder_sparse_step / mlp_only_layers */
+    bool deepseek;                /* MLA, first_k_dense_replace, moe_layer_freq, shared experts,
+                                     scoring_func, topk_method, n_group/topk_group, scaling */
+    bool deepseek_v3;             /* sigmoid + correction bias + norm_topk by default */
+    bool multipliers;             /* embedding/residual/attention multipliers, logits_scaling */
     bool tie_default;
+    int gguf_rope;                /* rope style of this family's GGUF files */
+    bool gguf_norm_topk;          /* GGUF files carry no norm_topk_prob: what llama.cpp assumes */
 };
 
 static const clb_arch_desc ARCHS[] = {
@@ -36,7 +43,7 @@ static const clb_arch_desc ARCHS[] = {
         .hf_arch = {"LlamaForCausalLM", "MistralForCausalLM"},
         .hf_model_type = {"llama", "mistral"},
         .gguf_arch = "llama",
-        .moe = false,
+        .gguf_rope = CLB_ROPE_NORM,
     },
     {
         .name = "mixtral",
@@ -48,6 +55,85 @@ static const clb_arch_desc ARCHS[] = {
         .key_ff_exp = "intermediate_size",
         .router_score = CLB_SCORE_SOFTMAX,
         .norm_topk = true, /* softmax over the k selected logits == softmax + renormalise */
+        .gguf_rope = CLB_ROPE_NORM,
+        .gguf_norm_topk = true,
+    },
+    {
+        .name = "qwen2moe",
+        .hf_arch = {"Qwen2MoeForCausalLM"},
+        .hf_model_type = {"qwen2_moe"},
+        .gguf_arch = "qwen2moe",
+        .moe = true,
+        .key_n_expert = "num_experts",
+        .key_ff_exp = "moe_intermediate_size",
+        .norm_topk_key = true,
+        .qkv_bias = true,
+        .shexp = true,
+        .sparse_step = true,
+    },
+    {
+        .name = "qwen3moe",
+        .hf_arch = {"Qwen3MoeForCausalLM"},
+        .hf_model_type = {"qwen3_moe"},
+        .gguf_arch = "qwen3moe",
+        .moe = true,
+        .key_n_expert = "num_experts",
+        .key_ff_exp = "moe_intermediate_size",
+        .norm_topk_key = true,
+        .qk_norm = CLB_QKNORM_HEAD,
+        .sparse_step = true,
+        .gguf_norm_topk = true,
+    },
+    {
+        .name = "olmoe",
+        .hf_arch = {"OlmoeForCausalLM"},
+        .hf_model_type = {"olmoe"},
+        .gguf_arch = "olmoe",
+        .moe = true,
+        .key_n_expert = "num_experts",
+        .key_ff_exp = "intermediate_size",
+        .norm_topk_key = true,
+        .qk_norm = CLB_QKNORM_FULL,
+    },
+    {
+        .name = "deepseek2",
+        .hf_arch = {"DeepseekV2ForCausalLM"},
+        .hf_model_type = {"deepseek_v2"},
+        .gguf_arch = "deepseek2",
+        .moe = true,
+        .key_n_expert = "n_routed_experts",
+        .key_ff_exp = "moe_intermediate_size",
+        .norm_topk_key = true,
+        .deepseek = true,
+        .gguf_rope = CLB_ROPE_NORM,
+    },
+    {
+        .name = "deepseek3",
+        .hf_arch = {"DeepseekV3ForCausalLM"},
+        .hf_model_type = {"deepseek_v3"},
+        .gguf_arch = "deepseek2",
+        .moe = true,
+        .key_n_expert = "n_routed_experts",
+        .key_ff_exp = "moe_intermediate_size",
+        .router_score = CLB_SCORE_SIGMOID,
+        .norm_topk = true,
+        .norm_topk_key = true,
+        .deepseek = true,
+        .deepseek_v3 = true,
+        .gguf_rope = CLB_ROPE_NORM,
+    },
+    {
+        .name = "granitemoe",
+        .hf_arch = {"GraniteMoeForCausalLM"},
+        .hf_model_type = {"granitemoe"},
+        .gguf_arch = "granitemoe",
+        .moe = true,
+        .key_n_expert = "num_local_experts",
+        .key_ff_exp = "intermediate_size",
+        .norm_topk = true, /* softmax over the top-k logits */
+        .multipliers = true,
+        .gguf_rope = CLB_ROPE_NORM,
+        .gguf_norm_topk = true,
     },
 };
 
@@ -102,6 +188,18 @@ const clb_arch_desc *clb_arch_from_gguf_name(const char *gguf_arch) {
 }
 
 const char *clb_arch_name(const clb_arch_desc *d) { return d ? d->name : "?"; }
+
+void clb_arch_gguf_defaults(const clb_arch_desc *d, clb_hparams *hp) {
+    snprintf(hp->arch, sizeof hp->arch, "%s", d->name);
+    hp->qk_norm = d->qk_norm;
+    hp->rope_style = d->gguf_rope;
+    hp->router_score = d->router_score;
+    hp->norm_topk = d->gguf_norm_topk;
+    hp->routed_scale = 1.0f;
+    hp->moe_step = 1;
+    if (d->deepseek) hp->attn_kind = CLB_ATTN_MLA;
+    if (d->multipliers) hp->embd_mult = hp->resid_mult = hp->attn_mult = hp->logit_div = 1.0f;
+}
 
 /* ---- config.json reading ---- */
 
@@ -179,13 +277,98 @@ static int parse_rope_scaling(const cJSON *c, clb_hparams *hp) {
         hp->rope_scaling = CLB_ROPE_SCALING_YARN;
         if ((rc = get_float(rs, "beta_fast", 32.0f, &hp->rope_beta_fast)) ||
             (rc = get_float(rs, "beta_slow", 1.0f, &hp->rope_beta_slow)) ||
-            (rc = get_float(rs, "mscale", 1.0f, &hp->rope_mscale)) ||
+            (rc = get_float(rs, "mscale", 0.0f, &hp->rope_mscale)) ||
+            (rc = get_float(rs, "attention_factor", 0.0f, &hp->rope_attn_factor)) ||
             (rc = get_float(rs, "mscale_all_dim", 0.0f, &hp->rope_mscale_all_dim)) ||
             (rc = get_float(rs, "original_max_position_embeddings", (float)hp->max_pos,
                             &hp->rope_orig_ctx)))
             return rc;
+        if (cJSON_IsFalse(key(rs, "truncate")))
+            return clb_err(COLIBRI_ERR_UNSUPPORTED, "config.json: rope_scaling truncate=false is not supported");
     } else {
         return clb_err(COLIBRI_ERR_UNSUPPORTED, "config.json: rope_scaling type '%s' is not supported", ty);
+    }
+    return COLIBRI_OK;
+}
+
+
+/* Qwen-MoE: MoE on layers with (l + 1) % decoder_sparse_step == 0 that are not in
+   mlp_only_layers; the others use the dense MLP of intermediate_size. */
+static int parse_sparse_step(const cJSON *c, clb_hparams *hp) {
+    int rc = get_int(c, "decoder_sparse_step", 1, false, &hp->moe_step);
+    if (rc) return rc;
+    if (hp->moe_step < 1) return clb_err(COLIBRI_ERR_FORMAT, "config.json: decoder_sparse_step must be >= 1");
+    for (int l = 0; l < hp->n_layer; l++) hp->dense_layers[l] = (l + 1) % hp->moe_step != 0;
+    const cJSON *ml = key(c, "mlp_only_layers"), *it;
+    if (ml && !cJSON_IsNull(ml) && !cJSON_IsArray(ml))
+        return clb_err(COLIBRI_ERR_FORMAT, "config.json: mlp_only_layers must be a list");
+    cJSON_ArrayForEach(it, ml) {
+        if (!cJSON_IsNumber(it) || it->valuedouble < 0 || it->valuedouble >= hp->n_layer)
+            return clb_err(COLIBRI_ERR_FORMAT, "config.json: mlp_only_layers entry out of range");
+        hp->dense_layers[(int)it->valuedouble] = 1;
+    }
+    return COLIBRI_OK;
+}
+
+/* DeepSeek-V2/V3: multi-head latent attention, leading dense layers, shared experts and
+   their router variants. */
+static int parse_deepseek(const clb_arch_desc *d, const cJSON *c, clb_hparams *hp) {
+    int rc, nope = 0, rope = 0, vd = 0, freq = 1, n_sh = 0;
+    hp->attn_kind = CLB_ATTN_MLA;
+    if ((rc = get_int(c, "q_lora_rank", 0, false, &hp->q_lora_rank)) ||
+        (rc = get_int(c, "kv_lora_rank", 0, true, &hp->kv_lora_rank)) ||
+        (rc = get_int(c, "qk_nope_head_dim", 0, true, &nope)) ||
+        (rc = get_int(c, "qk_rope_head_dim", 0, true, &rope)) || (rc = get_int(c, "v_head_dim", 0, true, &vd)) ||
+        (rc = get_int(c, "first_k_dense_replace", 0, false, &hp->first_dense)) ||
+        (rc = get_int(c, "moe_layer_freq", 1, false, &freq)) ||
+        (rc = get_int(c, "n_shared_experts", 0, false, &n_sh)) ||
+        (rc = get_float(c, "routed_scaling_factor", 1.0f, &hp->routed_scale)) ||
+        (rc = get_int(c, "n_group", 0, false, &hp->n_group)) ||
+        (rc = get_int(c, "topk_group", 0, false, &hp->topk_group)))
+        return rc;
+    if (nope < 0 || rope <= 0 || rope % 2 || vd <= 0 || hp->kv_lora_rank <= 0 || hp->q_lora_rank < 0 || freq < 1)
+        return clb_err(COLIBRI_ERR_FORMAT, "config.json: invalid MLA dimensions");
+    hp->head_dim = nope + rope;
+    hp->head_dim_v = vd;
+    hp->n_rot = rope;
+    hp->rope_offset = nope;
+    hp->n_head_kv = hp->n_head; /* K and V are decompressed per head */
+    hp->rope_style = CLB_ROPE_NORM; /* DeepSeek rotates interleaved pairs (rope_interleave) */
+    const cJSON *ri = key(c, "rope_interleave");
+    if (cJSON_IsFalse(ri) && d->deepseek_v3) hp->rope_style = CLB_ROPE_NEOX;
+    for (int l = 0; l < hp->n_layer; l++) hp->dense_layers[l] = l < hp->first_dense || l % freq != 0;
+    hp->n_shared_exp = n_sh;
+    hp->n_ff_shexp = n_sh * hp->n_ff_exp;
+    const cJSON *sf = key(c, "scoring_func"), *tm = key(c, "topk_method");
+    if (cJSON_IsString(sf)) {
+        if (!strcmp(sf->valuestring, "softmax")) hp->router_score = CLB_SCORE_SOFTMAX;
+        else if (!strcmp(sf->valuestring, "sigmoid")) hp->router_score = CLB_SCORE_SIGMOID;
+        else return clb_err(COLIBRI_ERR_UNSUPPORTED, "config.json: scoring_func '%s' is not supported", sf->valuestring);
+    }
+    const char *method = cJSON_IsString(tm) ? tm->valuestring : d->deepseek_v3 ? "noaux_tc" : "greedy";
+    if (!strcmp(method, "greedy")) {
+        hp->n_group = hp->topk_group = 0;
+    } else if (!strcmp(method, "group_limited_greedy")) {
+        hp->group_score = 0;
+    } else if (!strcmp(method, "noaux_tc")) {
+        hp->group_score = 1;
+        hp->score_bias = true;
+    } else {
+        return clb_err(COLIBRI_ERR_UNSUPPORTED, "config.json: topk_method '%s' is not supported", method);
+    }
+    if (hp->n_group > 1 && (hp->topk_group < 1 || hp->topk_group > hp->n_group || hp->n_expert % hp->n_group))
+        return clb_err(COLIBRI_ERR_FORMAT, "config.json: n_group %d / topk_group %d do not fit %d experts", hp->n_group,
+                       hp->topk_group, hp->n_expert);
+    /* softmax scale: qk_head_dim^-0.5, times mscale(factor, mscale_all_dim)^2 under YaRN */
+    hp->attn_mult = 1.0f / sqrtf((float)hp->head_dim);
+    const cJSON *rs = key(c, "rope_scaling");
+    if (hp->rope_scaling == CLB_ROPE_SCALING_YARN && cJSON_IsObject(rs)) {
+        float mad = 0;
+        if ((rc = get_float(rs, "mscale_all_dim", 0.0f, &mad))) return rc;
+        if (mad != 0 && hp->rope_factor > 1) {
+            float ms = 0.1f * mad * logf(hp->rope_factor) + 1.0f;
+            hp->attn_mult *= ms * ms;
+        }
     }
     return COLIBRI_OK;
 }
@@ -248,9 +431,33 @@ int clb_hparams_from_hf(const clb_arch_desc *d, const cJSON *c, clb_hparams *hp)
         if (d->norm_topk_key && (rc = get_bool(c, "norm_topk_prob", d->norm_topk, &hp->norm_topk)))
             return rc;
     }
-    hp->dense_layers = clb_calloc(hp->n_layer > 0 ? (size_t)hp->n_layer : 1, 1);
+    float prf = 1.0f;
+    if ((rc = get_float(c, "partial_rotary_factor", 1.0f, &prf))) return rc;
+    if (prf <= 0 || prf > 1) return clb_err(COLIBRI_ERR_FORMAT, "config.json: partial_rotary_factor %g out of range", (double)prf);
+    hp->n_rot = (int)(hp->head_dim * prf) / 2 * 2;
+    if ((rc = get_float(c, "clip_qkv", 0.0f, &hp->clip_qkv))) return rc;
+    if (hp->clip_qkv < 0) return clb_err(COLIBRI_ERR_FORMAT, "config.json: clip_qkv must be positive");
+    if (hp->n_layer <= 0 || hp->n_layer > CLB_MAX_LAYERS)
+        return clb_err(COLIBRI_ERR_FORMAT, "config.json: num_hidden_layers %d out of range", hp->n_layer);
+    hp->dense_layers = clb_calloc((size_t)hp->n_layer, 1);
     if (!hp->dense_layers) return clb_err(COLIBRI_ERR_NOMEM, "out of memory");
     for (int l = 0; l < hp->n_layer; l++) hp->dense_layers[l] = d->moe ? 0 : 1;
+    if (d->sparse_step && (rc = parse_sparse_step(c, hp))) return rc;
+    if (d->shexp) {
+        if ((rc = get_int(c, "shared_expert_intermediate_size", 0, false, &hp->n_ff_shexp))) return rc;
+        hp->n_shared_exp = hp->n_ff_shexp > 0;
+        hp->shexp_gate = hp->n_ff_shexp > 0;
+    }
+    if (d->deepseek && (rc = parse_deepseek(d, c, hp))) return rc;
+    if (d->multipliers) {
+        if ((rc = get_float(c, "embedding_multiplier", 1.0f, &hp->embd_mult)) ||
+            (rc = get_float(c, "residual_multiplier", 1.0f, &hp->resid_mult)) ||
+            (rc = get_float(c, "attention_multiplier", 1.0f, &hp->attn_mult)) ||
+            (rc = get_float(c, "logits_scaling", 1.0f, &hp->logit_div)))
+            return rc;
+        if (hp->embd_mult <= 0 || hp->resid_mult <= 0 || hp->attn_mult <= 0 || hp->logit_div <= 0)
+            return clb_err(COLIBRI_ERR_FORMAT, "config.json: multipliers must be positive");
+    }
     return clb_hparams_validate(hp);
 }
 
@@ -327,13 +534,14 @@ static const field FIELDS[] = {
     FI("rope_style", rope_style, false), FI("rope_scaling", rope_scaling, false),
     FF("rope_factor", rope_factor), FF("rope_orig_ctx", rope_orig_ctx), FF("rope_beta_fast", rope_beta_fast),
     FF("rope_beta_slow", rope_beta_slow), FF("rope_mscale", rope_mscale),
-    FF("rope_mscale_all_dim", rope_mscale_all_dim), FF("rope_low_freq_factor", rope_low_freq_factor),
+    FF("rope_mscale_all_dim", rope_mscale_all_dim), FF("rope_attn_factor", rope_attn_factor), FF("rope_low_freq_factor", rope_low_freq_factor),
     FF("rope_high_freq_factor", rope_high_freq_factor), FI("max_pos", max_pos, true),
     FB("tie_embd", tie_embd), FB("qkv_bias", qkv_bias), FB("o_bias", o_bias), FI("qk_norm", qk_norm, false),
     FI("attn_kind", attn_kind, false), FI("q_lora_rank", q_lora_rank, false),
     FI("kv_lora_rank", kv_lora_rank, false), FI("router_score", router_score, false),
     FB("norm_topk", norm_topk), FF("routed_scale", routed_scale), FI("n_group", n_group, false),
-    FI("topk_group", topk_group, false), FB("score_bias", score_bias), FF("embd_mult", embd_mult),
+    FI("topk_group", topk_group, false), FI("group_score", group_score, false), FB("score_bias", score_bias),
+    FF("clip_qkv", clip_qkv), FI("rope_offset", rope_offset, false), FF("embd_mult", embd_mult),
     FF("resid_mult", resid_mult), FF("attn_mult", attn_mult), FF("logit_div", logit_div),
     FI("bos_id", bos_id, false), FI("eos_id", eos_id, false),
 };
@@ -430,7 +638,24 @@ static const name_map HF_NAMES[] = {
     {"model.layers.{L}.block_sparse_moe.experts.{E}.w1.weight", "blk.{L}.ffn_gate.{E}.weight"},
     {"model.layers.{L}.block_sparse_moe.experts.{E}.w3.weight", "blk.{L}.ffn_up.{E}.weight"},
     {"model.layers.{L}.block_sparse_moe.experts.{E}.w2.weight", "blk.{L}.ffn_down.{E}.weight"},
-    /* Qwen-MoE, OLMoE, DeepSeek routed experts */
+    /* Qwen-MoE, OLMoE, DeepSeek routed and shared experts */
+    {"model.layers.{L}.mlp.shared_expert.gate_proj.weight", "blk.{L}.ffn_gate_shexp.weight"},
+    {"model.layers.{L}.mlp.shared_expert.up_proj.weight", "blk.{L}.ffn_up_shexp.weight"},
+    {"model.layers.{L}.mlp.shared_expert.down_proj.weight", "blk.{L}.ffn_down_shexp.weight"},
+    {"model.layers.{L}.mlp.shared_expert_gate.weight", "blk.{L}.ffn_gate_inp_shexp.weight"},
+    {"model.layers.{L}.mlp.shared_experts.gate_proj.weight", "blk.{L}.ffn_gate_shexp.weight"},
+    {"model.layers.{L}.mlp.shared_experts.up_proj.weight", "blk.{L}.ffn_up_shexp.weight"},
+    {"model.layers.{L}.mlp.shared_experts.down_proj.weight", "blk.{L}.ffn_down_shexp.weight"},
+    {"model.layers.{L}.mlp.gate.e_score_correction_bias", "blk.{L}.exp_probs_b.bias"},
+    /* DeepSeek multi-head latent attention */
+    {"model.layers.{L}.self_attn.q_a_proj.weight", "blk.{L}.attn_q_a.weight"},
+    {"model.layers.{L}.self_attn.q_a_layernorm.weight", "blk.{L}.attn_q_a_norm.weight"},
+    {"model.layers.{L}.self_attn.q_b_proj.weight", "blk.{L}.attn_q_b.weight"},
+    {"model.layers.{L}.self_attn.kv_a_proj_with_mqa.weight", "blk.{L}.attn_kv_a_mqa.weight"},
+    {"model.layers.{L}.self_attn.kv_a_layernorm.weight", "blk.{L}.attn_kv_a_norm.weight"},
+    {"model.layers.{L}.self_attn.kv_b_proj.weight", "blk.{L}.attn_kv_b.weight"},
+    /* GraniteMoE: stacked experts (split per expert by the source, see clb_arch_hf_stacked) */
+    {"model.layers.{L}.block_sparse_moe.router.layer.weight", "blk.{L}.ffn_gate_inp.weight"},
     {"model.layers.{L}.mlp.gate.weight", "blk.{L}.ffn_gate_inp.weight"},
     {"model.layers.{L}.mlp.experts.{E}.gate_proj.weight", "blk.{L}.ffn_gate.{E}.weight"},
     {"model.layers.{L}.mlp.experts.{E}.up_proj.weight", "blk.{L}.ffn_up.{E}.weight"},
@@ -472,6 +697,19 @@ static void render(const char *p, int L, int E, char *out, size_t cap) {
         out[k++] = *p++;
     }
     out[k] = 0;
+}
+
+int clb_arch_hf_stacked(const char *hf, int *layer) {
+    int L = -1, E = -1;
+    if (match("model.layers.{L}.block_sparse_moe.input_linear.weight", hf, &L, &E)) {
+        *layer = L;
+        return CLB_STACKED_GATE_UP;
+    }
+    if (match("model.layers.{L}.block_sparse_moe.output_linear.weight", hf, &L, &E)) {
+        *layer = L;
+        return CLB_STACKED_DOWN;
+    }
+    return CLB_STACKED_NONE;
 }
 
 bool clb_arch_map_hf_name(const clb_arch_desc *d, const char *hf, char *out, size_t cap, int *layer,

@@ -107,10 +107,24 @@ static int bind_layer(binder *b, int l) {
         if ((rc = bind(b, n, rows, cols, req, vec, dst))) return rc; \
     } while (0)
     B("attn_norm.weight", 1, E, REQUIRED, true, &L->attn_norm);
+    B("attn_output.weight", E, od, REQUIRED, false, &L->wo);
+    if (hp->attn_kind == CLB_ATTN_MLA) {
+        const int64_t r = hp->kv_lora_rank, nope = hp->head_dim - hp->n_rot;
+        if (hp->q_lora_rank > 0) {
+            B("attn_q_a.weight", hp->q_lora_rank, E, REQUIRED, false, &L->wq_a);
+            B("attn_q_a_norm.weight", 1, hp->q_lora_rank, REQUIRED, true, &L->q_a_norm);
+            B("attn_q_b.weight", qd, hp->q_lora_rank, REQUIRED, false, &L->wq_b);
+        } else {
+            B("attn_q.weight", qd, E, REQUIRED, false, &L->wq);
+        }
+        B("attn_kv_a_mqa.weight", r + hp->n_rot, E, REQUIRED, false, &L->wkv_a);
+        B("attn_kv_a_norm.weight", 1, r, REQUIRED, true, &L->kv_a_norm);
+        B("attn_kv_b.weight", (int64_t)hp->n_head * (nope + hp->head_dim_v), r, REQUIRED, false, &L->wkv_b);
+        goto ffn;
+    }
     B("attn_q.weight", qd, E, REQUIRED, false, &L->wq);
     B("attn_k.weight", kd, E, REQUIRED, false, &L->wk);
     B("attn_v.weight", vd, E, REQUIRED, false, &L->wv);
-    B("attn_output.weight", E, od, REQUIRED, false, &L->wo);
     B("attn_q.bias", 1, qd, hp->qkv_bias, true, &L->bq);
     B("attn_k.bias", 1, kd, hp->qkv_bias, true, &L->bk);
     B("attn_v.bias", 1, vd, hp->qkv_bias, true, &L->bv);
@@ -121,6 +135,7 @@ static int bind_layer(binder *b, int l) {
         B("attn_q_norm.weight", 1, qn, REQUIRED, true, &L->q_norm);
         B("attn_k_norm.weight", 1, kn, REQUIRED, true, &L->k_norm);
     }
+ffn:
     B("ffn_norm.weight", 1, E, REQUIRED, true, &L->ffn_norm);
     L->is_moe = clb_hparams_layer_is_moe(hp, l);
     if (!L->is_moe) {

@@ -55,17 +55,21 @@ typedef struct clb_hparams {
     int rope_scaling;       /* clb_rope_scaling */
     float rope_factor, rope_orig_ctx, rope_beta_fast, rope_beta_slow, rope_mscale, rope_mscale_all_dim;
     float rope_low_freq_factor, rope_high_freq_factor; /* llama3 */
+    float rope_attn_factor; /* YaRN attention_factor when the config gives it; 0 = derived */
     int max_pos;
     bool tie_embd;
     bool qkv_bias, o_bias;
     int qk_norm;            /* clb_qknorm */
     int attn_kind;          /* clb_attn_kind */
+    float clip_qkv;         /* clamp q, k, v to [-c, c] (OLMoE clip_qkv); 0 = off */
+    int rope_offset;        /* first rotated dim of each head (MLA: after the no-rope part) */
     int q_lora_rank, kv_lora_rank; /* MLA */
     /* router */
     int router_score;       /* clb_router_score */
     bool norm_topk;         /* renormalise the selected weights to sum 1 */
     float routed_scale;     /* multiplies the routed experts' sum (1 = none) */
     int n_group, topk_group; /* group-limited selection (0 = off) */
+    int group_score;        /* a group's score: 0 = its best expert, 1 = sum of its best two */
     bool score_bias;        /* e_score_correction_bias added for selection only */
     /* scaling (granite); 0 means "not set" */
     float embd_mult, resid_mult, attn_mult, logit_div;
@@ -114,6 +118,9 @@ const char *clb_arch_name(const clb_arch_desc *d);
 /* Comma-separated list of supported HF architectures (for error messages / docs). */
 const char *clb_arch_supported_list(void);
 
+/* Sets the family's fixed semantics on hp (GGUF files state only sizes): architecture name,
+   q/k norm kind, rope style, router scoring and normalisation, multipliers. */
+void clb_arch_gguf_defaults(const clb_arch_desc *d, clb_hparams *hp);
 /* Fills hp from an HF config.json; unsupported options are errors naming the key. */
 int clb_hparams_from_hf(const clb_arch_desc *d, const cJSON *config, clb_hparams *hp);
 /* The .colibri "config" object: our canonical keys (written by convert, read by the loader). */
@@ -130,5 +137,11 @@ bool clb_hparams_layer_is_moe(const clb_hparams *hp, int l);
    receive the indices (-1 when none). */
 bool clb_arch_map_hf_name(const clb_arch_desc *d, const char *hf, char *out, size_t cap,
                           int *layer, int *expert);
+
+/* HF tensors that hold every expert of a layer at once (GraniteMoE): input_linear is
+   [n_expert][2 * ff][n_embd] with gate rows first, then up rows; output_linear is
+   [n_expert][n_embd][ff]. Returns the kind and sets *layer. */
+enum { CLB_STACKED_NONE = 0, CLB_STACKED_GATE_UP = 1, CLB_STACKED_DOWN = 2 };
+int clb_arch_hf_stacked(const char *hf, int *layer);
 
 #endif

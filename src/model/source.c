@@ -79,6 +79,36 @@ static int open_colibri(const char *path, clb_source *s) {
 
 static cJSON *parse_or_null(const char *text) { return text ? cJSON_Parse(text) : NULL; }
 
+/* A [n_expert][rows][cols] HF tensor as per-expert 2-D slices; GATE_UP splits each
+   expert's rows in two halves (gate first). No bytes are copied. */
+static int split_stacked(clb_source *s, const clb_tensor *t, int kind, int L, int fd, int *n) {
+    const int ne = s->hp.n_expert;
+    if (t->n_dims != 3 || t->shape[0] != ne || ne <= 0 || (kind == CLB_STACKED_GATE_UP && t->shape[1] % 2))
+        return clb_err(COLIBRI_ERR_FORMAT, "%s: tensor '%s' should be [%d experts][rows][cols]%s", s->path, t->name, ne,
+                       kind == CLB_STACKED_GATE_UP ? " with an even row count" : "");
+    const int parts = kind == CLB_STACKED_GATE_UP ? 2 : 1;
+    const int64_t rows = t->shape[1] / parts, cols = t->shape[2];
+    const uint64_t part_bytes = t->size / (uint64_t)ne / (uint64_t)parts;
+    static const char *const names[3] = {"ffn_gate", "ffn_up", "ffn_down"};
+    for (int e = 0; e < ne; e++)
+        for (int p = 0; p < parts; p++) {
+            clb_src_tensor *o = &s->tensors[(*n)++];
+            snprintf(o->name, sizeof o->name, "blk.%d.%s.%d.weight", L, names[kind == CLB_STACKED_DOWN ? 2 : p], e);
+            o->dtype = t->dtype;
+            o->n_dims = 2;
+            o->shape[0] = rows;
+            o->shape[1] = cols;
+            uint64_t off = ((uint64_t)e * (uint64_t)parts + (uint64_t)p) * part_bytes;
+            o->data = t->data + off;
+            o->size = part_bytes;
+            o->layer = L;
+            o->expert = e;
+            o->fd = fd;
+            o->file_offset = t->offset + off;
+        }
+    return COLIBRI_OK;
+}
+
 static int open_hf(const char *path, clb_source *s) {
     clb_hf_dir *d = clb_calloc(1, sizeof *d);
     if (!d) return clb_err(COLIBRI_ERR_NOMEM, "out of memory");
@@ -111,13 +141,25 @@ static int open_hf(const char *path, clb_source *s) {
         s->tokenizer = cJSON_CreateObject();
         cJSON_AddItemToObject(s->tokenizer, "hf", hf);
     }
-    s->tensors = clb_calloc((size_t)(d->n_tensors ? d->n_tensors : 1), sizeof *s->tensors);
+    /* stacked expert tensors (GraniteMoE) become per-expert slices: up to 2 * n_expert */
+    const int ne = s->hp.n_expert;
+    size_t cap = 0;
+    for (int i = 0; i < d->n_tensors; i++) {
+        int L;
+        cap += clb_arch_hf_stacked(d->tensors[i].name, &L) ? 2 * (size_t)(ne > 0 ? ne : 1) : 1;
+    }
+    s->tensors = clb_calloc(cap ? cap : 1, sizeof *s->tensors);
     if (!s->tensors) return clb_err(COLIBRI_ERR_NOMEM, "out of memory");
     int n = 0;
     for (int i = 0; i < d->n_tensors; i++) {
         const clb_tensor *t = &d->tensors[i];
-        clb_src_tensor *o = &s->tensors[n];
         int L = -1, E = -1;
+        int stacked = clb_arch_hf_stacked(t->name, &L);
+        if (stacked) {
+            if ((rc = split_stacked(s, t, stacked, L, d->maps[t->file_index].fd, &n))) return rc;
+            continue;
+        }
+        clb_src_tensor *o = &s->tensors[n];
         if (!clb_arch_map_hf_name(desc, t->name, o->name, sizeof o->name, &L, &E)) {
             /* buffers such as rotary_emb.inv_freq carry no weights */
             if (strstr(t->name, "rotary_emb.inv_freq")) continue;

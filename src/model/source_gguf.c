@@ -2,6 +2,7 @@
  * descriptors' hyper-parameters, and GGUF's stacked 3-D expert tensors
  * (blk.L.ffn_{gate,up,down}_exps.weight, expert index outermost) served as per-expert
  * slices named like the .colibri per-expert tensors. No bytes are copied. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +32,18 @@ static void getf(const clb_gguf *g, const char *arch, const char *k, float def, 
     *out = clb_gguf_get_f64(g, key, &v) ? (float)v : def;
 }
 
+static bool has_tensor(const clb_gguf *g, const char *fmt, int l) {
+    char name[96];
+    snprintf(name, sizeof name, fmt, l);
+    return clb_gguf_find_tensor(g, name) != NULL;
+}
+
+static bool any_layer_has(const clb_gguf *g, const char *fmt, int n_layer) {
+    for (int l = 0; l < n_layer; l++)
+        if (has_tensor(g, fmt, l)) return true;
+    return false;
+}
+
 static int hparams_from_gguf(const clb_gguf *g, const char *arch, clb_hparams *hp, const char *path) {
     memset(hp, 0, sizeof *hp);
     const clb_arch_desc *d = clb_arch_from_gguf_name(arch);
@@ -38,11 +51,16 @@ static int hparams_from_gguf(const clb_gguf *g, const char *arch, clb_hparams *h
         clb_err_prefix("%s", path);
         return COLIBRI_ERR_UNSUPPORTED;
     }
-    int n_expert = 0;
+    int n_expert = 0, v_int;
+    int64_t v;
+    bool b;
     geti(g, arch, "expert_count", 0, &n_expert);
-    /* GGUF's "llama" holds both dense Llama and Mixtral: experts decide */
+    /* GGUF's "llama" holds both dense Llama and Mixtral: experts decide; "deepseek2" holds
+       V2 and V3: the gating function decides */
     if (strcmp(arch, "llama") == 0 && n_expert > 0) d = clb_arch_by_name("mixtral");
-    snprintf(hp->arch, sizeof hp->arch, "%s", clb_arch_name(d));
+    if (strcmp(arch, "deepseek2") == 0 && geti(g, arch, "expert_gating_func", 0, &v_int) && v_int == 2)
+        d = clb_arch_by_name("deepseek3");
+    clb_arch_gguf_defaults(d, hp);
     if (!geti(g, arch, "embedding_length", 0, &hp->n_embd) || !geti(g, arch, "block_count", 0, &hp->n_layer) ||
         !geti(g, arch, "attention.head_count", 0, &hp->n_head))
         return clb_err(COLIBRI_ERR_FORMAT, "%s: missing %s.embedding_length, block_count or attention.head_count",
@@ -59,29 +77,68 @@ static int hparams_from_gguf(const clb_gguf *g, const char *arch, clb_hparams *h
     hp->n_expert = n_expert;
     geti(g, arch, "expert_used_count", 0, &hp->n_expert_used);
     geti(g, arch, "expert_feed_forward_length", hp->n_ff, &hp->n_ff_exp);
-    hp->routed_scale = 1.0f;
-    hp->moe_step = 1;
-    hp->norm_topk = true;
-    /* llama-arch GGUF files carry Q/K rows permuted for adjacent-pair rotation */
-    hp->rope_style = strcmp(arch, "llama") == 0 ? CLB_ROPE_NORM : CLB_ROPE_NEOX;
-    char *rs = NULL;
-    {
-        char key[128];
-        snprintf(key, sizeof key, "%s.rope.scaling.type", arch);
-        rs = clb_gguf_get_str(g, key);
+    char key[128];
+    snprintf(key, sizeof key, "%s.expert_weights_norm", arch);
+    if (clb_gguf_get_bool(g, key, &b)) hp->norm_topk = b;
+    getf(g, arch, "expert_weights_scale", 1.0f, &hp->routed_scale);
+    if (hp->routed_scale == 0) hp->routed_scale = 1.0f;
+    if (geti(g, arch, "expert_gating_func", 0, &v_int) && v_int)
+        hp->router_score = v_int == 2 ? CLB_SCORE_SIGMOID : CLB_SCORE_SOFTMAX;
+    geti(g, arch, "expert_group_count", 0, &hp->n_group);
+    geti(g, arch, "expert_group_used_count", 0, &hp->topk_group);
+    hp->score_bias = any_layer_has(g, "blk.%d.exp_probs_b.bias", hp->n_layer);
+    hp->group_score = hp->score_bias ? 1 : 0;
+    /* shared experts: Qwen2-MoE states their width, DeepSeek their count */
+    geti(g, arch, "expert_shared_feed_forward_length", 0, &hp->n_ff_shexp);
+    if (geti(g, arch, "expert_shared_count", 0, &v_int) && v_int > 0) {
+        hp->n_shared_exp = v_int;
+        hp->n_ff_shexp = v_int * hp->n_ff_exp;
     }
+    hp->qkv_bias = has_tensor(g, "blk.%d.attn_q.bias", 0);
+    hp->o_bias = has_tensor(g, "blk.%d.attn_output.bias", 0);
+    if (hp->attn_kind == CLB_ATTN_MLA) {
+        geti(g, arch, "attention.q_lora_rank", 0, &hp->q_lora_rank);
+        geti(g, arch, "attention.kv_lora_rank", 0, &hp->kv_lora_rank);
+        geti(g, arch, "leading_dense_block_count", 0, &hp->first_dense);
+        hp->n_head_kv = hp->n_head;
+        hp->rope_offset = hp->head_dim - hp->n_rot;
+    }
+    if (hp->embd_mult > 0) { /* GraniteMoE */
+        getf(g, arch, "embedding_scale", 1.0f, &hp->embd_mult);
+        getf(g, arch, "residual_scale", 1.0f, &hp->resid_mult);
+        getf(g, arch, "attention.scale", 1.0f, &hp->attn_mult);
+        getf(g, arch, "logit_scale", 1.0f, &hp->logit_div);
+    }
+    snprintf(key, sizeof key, "%s.rope.scaling.type", arch);
+    char *rs = clb_gguf_get_str(g, key);
+    int rc = COLIBRI_OK;
     if (rs && strcmp(rs, "none") != 0) {
+        getf(g, arch, "rope.scaling.factor", 1.0f, &hp->rope_factor);
+        getf(g, arch, "rope.scaling.original_context_length", (float)hp->max_pos, &hp->rope_orig_ctx);
         if (strcmp(rs, "linear") == 0) {
             hp->rope_scaling = CLB_ROPE_SCALING_LINEAR;
-            getf(g, arch, "rope.scaling.factor", 1.0f, &hp->rope_factor);
+        } else if (strcmp(rs, "yarn") == 0) {
+            hp->rope_scaling = CLB_ROPE_SCALING_YARN;
+            hp->rope_beta_fast = 32.0f;
+            hp->rope_beta_slow = 1.0f;
+            float lm = 0;
+            getf(g, arch, "rope.scaling.yarn_log_multiplier", 0.0f, &lm);
+            /* llama.cpp stores 0.1 * mscale_all_dim; DeepSeek configs have mscale ==
+               mscale_all_dim, so the rope's own attention factor is 1 */
+            hp->rope_mscale = hp->rope_mscale_all_dim = lm / 0.1f;
         } else {
-            int rc = clb_err(COLIBRI_ERR_UNSUPPORTED, "%s: rope scaling '%s' is not supported", path, rs);
-            clb_free(rs);
-            return rc;
+            rc = clb_err(COLIBRI_ERR_UNSUPPORTED, "%s: rope scaling '%s' is not supported", path, rs);
         }
     }
     clb_free(rs);
-    int64_t v;
+    if (rc) return rc;
+    if (hp->attn_kind == CLB_ATTN_MLA) {
+        hp->attn_mult = 1.0f / sqrtf((float)hp->head_dim);
+        if (hp->rope_scaling == CLB_ROPE_SCALING_YARN && hp->rope_mscale_all_dim != 0 && hp->rope_factor > 1) {
+            float ms = 0.1f * hp->rope_mscale_all_dim * logf(hp->rope_factor) + 1.0f;
+            hp->attn_mult *= ms * ms;
+        }
+    }
     hp->bos_id = clb_gguf_get_i64(g, "tokenizer.ggml.bos_token_id", &v) ? (int)v : -1;
     hp->eos_id = clb_gguf_get_i64(g, "tokenizer.ggml.eos_token_id", &v) ? (int)v : -1;
     const clb_tensor *emb = clb_gguf_find_tensor(g, "token_embd.weight");
@@ -96,7 +153,12 @@ static int hparams_from_gguf(const clb_gguf *g, const char *arch, clb_hparams *h
         return clb_err(COLIBRI_ERR_FORMAT, "%s: layer count %d out of range", path, hp->n_layer);
     hp->dense_layers = clb_calloc((size_t)hp->n_layer, 1);
     if (!hp->dense_layers) return clb_err(COLIBRI_ERR_NOMEM, "out of memory");
-    int rc = clb_hparams_validate(hp);
+    /* a layer is MoE exactly when it has a router */
+    for (int l = 0; l < hp->n_layer; l++)
+        hp->dense_layers[l] = n_expert > 0 && !has_tensor(g, "blk.%d.ffn_gate_inp.weight", l);
+    hp->shexp_gate = hp->n_ff_shexp > 0 && any_layer_has(g, "blk.%d.ffn_gate_inp_shexp.weight", hp->n_layer);
+    if (hp->shexp_gate) hp->n_shared_exp = 1;
+    rc = clb_hparams_validate(hp);
     if (rc) clb_err_prefix("%s", path);
     return rc;
 }

@@ -1,69 +1,448 @@
-/* expert_store.c — the mmap-backed expert store (see expert_store.h). */
-#include <stdatomic.h>
+/* expert_store.c — the two-level expert table and acquire/release (expert_store.h).
+ *
+ * L1 (clb_st_expert): per (layer, expert) residency, pool slot, pin count, heat, uses.
+ * L2 (clb_st_tensor): per tensor of the expert: descriptor, file offset/size, the aligned
+ * range a load reads and where it lands in the slot.
+ *
+ * Bounded mode invariants (all under mu):
+ *   state RESIDENT <=> slot >= 0 && slot_owner[slot] == index && job idle
+ *   state LOADING  <=> slot >= 0 && jobs[slot].expert == index
+ *   pins > 0       =>  state RESIDENT (never evicted; guard mode: pages readable)
+ * A slot is chosen for a load only when it is free or its expert is RESIDENT and unpinned,
+ * so a load never overwrites bytes a kernel may be reading. */
+#include <errno.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/common.h"
-#include "moe/expert_store.h"
-
-typedef struct slot {
-    clb_expert_w w;
-    bool present;
-    atomic_int pins; /* acquire/release balance, checked in debug builds and tests */
-} slot;
-
-struct clb_expert_store {
-    int n_layer, n_expert;
-    slot *slots; /* [n_layer][n_expert] */
-};
+#include "model/source.h"
+#include "moe/store_impl.h"
 
 clb_expert_store *clb_store_create(int n_layer, int n_expert) {
+    if (n_layer < 0 || n_expert < 0) return NULL;
     clb_expert_store *s = clb_calloc(1, sizeof *s);
     if (!s) return NULL;
     s->n_layer = n_layer;
     s->n_expert = n_expert;
-    s->slots = clb_calloc((size_t)n_layer * (size_t)(n_expert > 0 ? n_expert : 1), sizeof *s->slots);
-    if (!s->slots) {
-        clb_free(s);
-        return NULL;
+    size_t n = (size_t)n_layer * (size_t)(n_expert > 0 ? n_expert : 1);
+    s->ex = clb_calloc(n ? n : 1, sizeof *s->ex);
+    s->ls = clb_calloc((size_t)(n_layer > 0 ? n_layer : 1), sizeof *s->ls);
+    if (!s->ex || !s->ls || pthread_mutex_init(&s->mu, NULL)) goto fail;
+    if (pthread_cond_init(&s->cv_done, NULL)) {
+        pthread_mutex_destroy(&s->mu);
+        goto fail;
+    }
+    if (pthread_cond_init(&s->cv_work, NULL)) {
+        pthread_cond_destroy(&s->cv_done);
+        pthread_mutex_destroy(&s->mu);
+        goto fail;
+    }
+    s->locks_ok = true;
+    for (size_t i = 0; i < n; i++) {
+        s->ex[i].slot = -1;
+        for (int k = 0; k < 3; k++) s->ex[i].t[k].fd = s->ex[i].t[k].dfd = -1;
     }
     return s;
+fail:
+    clb_free(s->ex);
+    clb_free(s->ls);
+    clb_free(s);
+    return NULL;
 }
 
 void clb_store_free(clb_expert_store *s) {
     if (!s) return;
-    clb_free(s->slots);
+    if (s->configured) {
+        if (s->usage_path) clb_cache_save_usage(s); /* best effort: the model is going away */
+        clb_io_stop(s);
+        if (s->cfg.guard) clb_guard_remove(s);
+        clb_pool_unmap(s);
+        if (!s->bounded) {
+            for (size_t i = 0; i < (size_t)s->n_layer * (size_t)s->n_expert; i++)
+                if (s->ex[i].mlocked) {
+                    const clb_expert_w *w = &s->ex[i].w;
+                    const clb_weight *ws[3] = {&w->gate, &w->up, &w->down};
+                    for (int k = 0; k < 3; k++) {
+                        uintptr_t a0 = (uintptr_t)ws[k]->data & ~(uintptr_t)(CLB_STORE_PAGE - 1);
+                        munlock((void *)a0, (size_t)((uintptr_t)ws[k]->data + s->ex[i].t[k].size - a0));
+                    }
+                }
+        }
+    }
+    for (int i = 0; i < s->n_dfds; i++) close(s->dfds[2 * i + 1]);
+    clb_free(s->dfds);
+    if (s->locks_ok) {
+        pthread_cond_destroy(&s->cv_work);
+        pthread_cond_destroy(&s->cv_done);
+        pthread_mutex_destroy(&s->mu);
+    }
+    clb_free(s->slot_owner);
+    clb_free(s->jobs);
+    clb_free(s->usage_path);
+    clb_free(s->ls);
+    clb_free(s->ex);
     clb_free(s);
 }
 
-static slot *get(clb_expert_store *s, int layer, int expert) {
-    if (!s || layer < 0 || layer >= s->n_layer || expert < 0 || expert >= s->n_expert) return NULL;
-    return &s->slots[(size_t)layer * (size_t)s->n_expert + (size_t)expert];
+clb_expert_w *clb_store_slot(clb_expert_store *s, int layer, int expert) {
+    clb_st_expert *x = clb_st_get(s, layer, expert);
+    if (!x || s->configured) return NULL;
+    x->present = true;
+    return &x->w;
 }
 
-clb_expert_w *clb_store_slot(clb_expert_store *s, int layer, int expert) {
-    slot *sl = get(s, layer, expert);
-    if (!sl) return NULL;
-    sl->present = true;
-    return &sl->w;
+static uint64_t w_bytes(const clb_weight *w) { return w->row_bytes * (uint64_t)w->rows; }
+
+uint64_t clb_store_expert_bytes(const clb_expert_store *s, int layer, int expert) {
+    const clb_st_expert *x = clb_st_get((clb_expert_store *)s, layer, expert);
+    if (!x || !x->present) return 0;
+    return w_bytes(&x->w.gate) + w_bytes(&x->w.up) + w_bytes(&x->w.down);
+}
+
+uint64_t clb_store_total_bytes(const clb_expert_store *s) {
+    uint64_t t = 0;
+    if (!s) return 0;
+    for (int l = 0; l < s->n_layer; l++)
+        for (int e = 0; e < s->n_expert; e++) t += clb_store_expert_bytes(s, l, e);
+    return t;
+}
+
+/* ---- configure ---- */
+
+/* Fills the L2 entries of x from the source and lays the tensors out in a slot; returns
+   the slot bytes this expert needs. */
+static int layout_expert(clb_expert_store *s, const clb_source *src, int l, int e, clb_st_expert *x,
+                         uint64_t *slot_need) {
+    static const char *const kinds[3] = {"ffn_gate", "ffn_up", "ffn_down"};
+    const clb_weight *ws[3] = {&x->w.gate, &x->w.up, &x->w.down};
+    uint64_t off = 0;
+    x->bytes = 0;
+    for (int k = 0; k < 3; k++) {
+        char name[96];
+        snprintf(name, sizeof name, "blk.%d.%s.%d.weight", l, kinds[k], e);
+        const clb_src_tensor *st = clb_source_find(src, name);
+        if (!st) return clb_err(COLIBRI_ERR_INTERNAL, "%s: expert tensor '%s' vanished", src->path, name);
+        if (st->size != w_bytes(ws[k]))
+            return clb_err(COLIBRI_ERR_FORMAT, "%s: tensor '%s' holds %llu bytes, the layer needs %llu", src->path,
+                           name, (unsigned long long)st->size, (unsigned long long)w_bytes(ws[k]));
+        clb_st_tensor *t = &x->t[k];
+        t->fd = st->fd;
+        t->file_offset = st->file_offset;
+        t->size = st->size;
+        if (s->bounded) {
+            struct stat sb;
+            if (st->fd < 0 || fstat(st->fd, &sb) != 0)
+                return clb_err(COLIBRI_ERR_IO, "%s: tensor '%s': its file is not open for reading", src->path, name);
+            if (!clb_range_ok(st->file_offset, st->size, (uint64_t)sb.st_size))
+                return clb_err(COLIBRI_ERR_FORMAT, "%s: tensor '%s' at %llu + %llu lies beyond the file (%llu bytes)",
+                               src->path, name, (unsigned long long)st->file_offset, (unsigned long long)st->size,
+                               (unsigned long long)sb.st_size);
+        }
+        /* keep the mapping's alignment (offset mod page) so kernels see the same addresses
+           mod 4096 as with mmap; an offset not 4-aligned is placed page aligned instead
+           (what the loader's copy does) and read with buffered I/O only */
+        uint64_t mis = st->file_offset % CLB_STORE_PAGE;
+        t->direct_ok = st->file_offset % 4 == 0;
+        t->slot_off = off;
+        if (t->direct_ok) {
+            t->read_off = st->file_offset - mis;
+            t->read_len = clb_align_up(mis + st->size, CLB_STORE_PAGE);
+            t->data_off = off + mis;
+        } else {
+            t->read_off = st->file_offset;
+            t->read_len = st->size;
+            t->data_off = off;
+        }
+        if (t->read_len < st->size) return clb_err(COLIBRI_ERR_FORMAT, "%s: tensor '%s' too large", src->path, name);
+        off += clb_align_up(t->read_len, CLB_STORE_PAGE);
+        x->bytes += st->size;
+    }
+    *slot_need = off;
+    return COLIBRI_OK;
+}
+
+static void set_pool_pointers(clb_expert_store *s, clb_st_expert *x) {
+    uint8_t *base = clb_pool_slot(s, x->slot);
+    x->pw = x->w;
+    x->pw.gate.data = base + x->t[0].data_off;
+    x->pw.up.data = base + x->t[1].data_off;
+    x->pw.down.data = base + x->t[2].data_off;
+}
+
+int clb_store_configure(clb_expert_store *s, const clb_source *src, const clb_store_cfg *cfg) {
+    if (!s || !src || !cfg) return clb_err(COLIBRI_ERR_ARG, "expert store: NULL argument");
+    if (s->configured) return clb_err(COLIBRI_ERR_INTERNAL, "expert store configured twice");
+    if (cfg->policy < 0 || cfg->policy >= CLB_POLICY_COUNT)
+        return clb_err(COLIBRI_ERR_ARG, "unknown cache policy %d", cfg->policy);
+    s->cfg = *cfg;
+    s->cfg.usage_path = NULL;
+    s->bounded = cfg->pool_bytes > 0 && s->n_expert > 0;
+    int n_present = 0, rc;
+    uint64_t slot_need = 0;
+    for (int l = 0; l < s->n_layer; l++)
+        for (int e = 0; e < s->n_expert; e++) {
+            clb_st_expert *x = clb_st_get(s, l, e);
+            if (!x->present) continue;
+            n_present++;
+            uint64_t need;
+            if ((rc = layout_expert(s, src, l, e, x, &need))) return rc;
+            slot_need = CLB_MAX(slot_need, need);
+            s->max_expert_bytes = CLB_MAX(s->max_expert_bytes, x->bytes);
+        }
+    if (n_present == 0) s->bounded = false;
+    if (cfg->usage_path) {
+        s->usage_path = clb_strdup(cfg->usage_path);
+        if (!s->usage_path) return clb_err(COLIBRI_ERR_NOMEM, "out of memory");
+        if ((rc = clb_cache_load_usage(s))) return rc;
+    }
+    if (s->bounded) {
+        s->slot_bytes = slot_need;
+        uint64_t n = cfg->pool_bytes / slot_need;
+        if (n > (uint64_t)n_present) n = (uint64_t)n_present;
+        if (n < 2)
+            return clb_err(COLIBRI_ERR_ARG,
+                           "%s: an expert pool of %llu bytes holds fewer than 2 experts of %llu bytes (raise "
+                           "the memory budget or COLIBRI_PAGE_POOL_SIZE)",
+                           src->path, (unsigned long long)cfg->pool_bytes, (unsigned long long)slot_need);
+        s->n_slots = (int)n;
+        s->slot_owner = clb_calloc((size_t)n, sizeof *s->slot_owner);
+        s->jobs = clb_calloc((size_t)n, sizeof *s->jobs);
+        if (!s->slot_owner || !s->jobs) return clb_err(COLIBRI_ERR_NOMEM, "out of memory");
+        for (int i = 0; i < s->n_slots; i++) s->slot_owner[i] = s->jobs[i].expert = -1;
+        if ((rc = clb_pool_map(s))) return rc;
+        if (cfg->direct_io)
+            for (int l = 0; l < s->n_layer; l++)
+                for (int e = 0; e < s->n_expert; e++) {
+                    clb_st_expert *x = clb_st_get(s, l, e);
+                    if (!x->present) continue;
+                    for (int k = 0; k < 3; k++) x->t[k].dfd = clb_io_open_direct(s, x->t[k].fd);
+                }
+        s->cfg.guard = cfg->guard;
+        if (cfg->guard && (rc = clb_guard_install(s))) return rc;
+        if (cfg->io_threads > 0 && (rc = clb_io_start(s))) return rc;
+    } else {
+        s->cfg.guard = false;
+        s->cfg.direct_io = false;
+    }
+    s->configured = true;
+    pthread_mutex_lock(&s->mu);
+    clb_cache_update_hot(s);
+    pthread_mutex_unlock(&s->mu);
+    return COLIBRI_OK;
+}
+
+/* ---- acquire / release ---- */
+
+static int acquire_bounded(clb_expert_store *s, clb_st_expert *x, int layer, int expert, const clb_expert_w **out) {
+    const int xi = (int)(x - s->ex);
+    clb_store_layer_stats *ls = &s->ls[layer];
+    double t0 = 0;
+    bool missed = false, loaded_by_me = false;
+    int rc = COLIBRI_OK;
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        if (x->state == ES_RESIDENT) break;
+        if (!missed) {
+            missed = true;
+            t0 = clb_now();
+        }
+        if (x->state == ES_LOADING) {
+            clb_st_job *j = &s->jobs[x->slot];
+            j->prio = CLB_PRIO_DEMAND;
+            if (!clb_io_help(s, x->slot)) pthread_cond_wait(&s->cv_done, &s->mu);
+            continue;
+        }
+        /* ABSENT */
+        if (loaded_by_me && x->err) {
+            rc = x->err;
+            break;
+        }
+        int slot = clb_cache_pick_slot(s, CLB_PRIO_DEMAND);
+        if (slot < 0) {
+            if (s->n_loading > 0 || s->n_pinned_slots < s->n_slots) {
+                /* every slot is loading or pinned: wait for a load or a release */
+                pthread_cond_wait(&s->cv_done, &s->mu);
+                continue;
+            }
+            rc = clb_err(COLIBRI_ERR_NOMEM, "expert pool: all %d slots are pinned; cannot load expert %d of layer %d",
+                         s->n_slots, expert, layer);
+            break;
+        }
+        clb_io_begin_load(s, xi, slot, CLB_PRIO_DEMAND);
+        loaded_by_me = true;
+    }
+    if (!rc) {
+        if (x->pins++ == 0) {
+            s->n_pinned_slots++;
+            if (s->cfg.guard) clb_pool_protect(s, x->slot, 1);
+        }
+        if (x->prefetched) {
+            x->prefetched = false;
+            ls->prefetch_used++;
+        }
+        clb_cache_touch(s, x);
+        if (missed) {
+            ls->misses++;
+            ls->stall_s += clb_now() - t0;
+        } else {
+            ls->hits++;
+        }
+        if (s->cfg.policy == CLB_POLICY_PINNED && ++s->acquires_since_hot >= 1024) clb_cache_update_hot(s);
+        *out = &x->pw;
+    } else if (rc == x->err) {
+        x->err = 0;
+        clb_err(rc, "expert %d of layer %d could not be read", expert, layer);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return rc;
 }
 
 int clb_store_acquire(clb_expert_store *s, int layer, int expert, const clb_expert_w **out) {
-    slot *sl = get(s, layer, expert);
-    if (!sl || !sl->present)
-        return clb_err(COLIBRI_ERR_ARG, "expert %d of layer %d does not exist", expert, layer);
-    atomic_fetch_add(&sl->pins, 1);
-    *out = &sl->w;
+    clb_st_expert *x = clb_st_get(s, layer, expert);
+    if (!x || !x->present) return clb_err(COLIBRI_ERR_ARG, "expert %d of layer %d does not exist", expert, layer);
+    if (s->bounded) return acquire_bounded(s, x, layer, expert, out);
+    pthread_mutex_lock(&s->mu);
+    x->pins++;
+    x->uses++;
+    pthread_mutex_unlock(&s->mu);
+    *out = &x->w;
     return COLIBRI_OK;
 }
 
 void clb_store_release(clb_expert_store *s, int layer, int expert) {
-    slot *sl = get(s, layer, expert);
-    if (sl) atomic_fetch_sub(&sl->pins, 1);
+    clb_st_expert *x = clb_st_get(s, layer, expert);
+    if (!x || !x->present) return;
+    pthread_mutex_lock(&s->mu);
+    if (x->pins > 0 && --x->pins == 0 && s->bounded) {
+        s->n_pinned_slots--;
+        if (s->cfg.guard) clb_pool_protect(s, x->slot, 0);
+        pthread_cond_broadcast(&s->cv_done);
+    }
+    pthread_mutex_unlock(&s->mu);
 }
 
-uint64_t clb_store_expert_bytes(const clb_expert_store *s, int layer, int expert) {
-    const slot *sl = get((clb_expert_store *)s, layer, expert);
-    if (!sl || !sl->present) return 0;
-    return sl->w.gate.row_bytes * (uint64_t)sl->w.gate.rows + sl->w.up.row_bytes * (uint64_t)sl->w.up.rows +
-           sl->w.down.row_bytes * (uint64_t)sl->w.down.rows;
+/* ---- hints ---- */
+
+static void advise_map(const clb_st_expert *x, int advice) {
+    const clb_weight *ws[3] = {&x->w.gate, &x->w.up, &x->w.down};
+    for (int k = 0; k < 3; k++) {
+        if (!ws[k]->data || !x->t[k].size) continue;
+        uintptr_t a0 = (uintptr_t)ws[k]->data & ~(uintptr_t)(CLB_STORE_PAGE - 1);
+        madvise((void *)a0, (size_t)((uintptr_t)ws[k]->data + x->t[k].size - a0), advice);
+    }
 }
+
+void clb_store_request(clb_expert_store *s, int layer, int expert, int prio) {
+    clb_st_expert *x = clb_st_get(s, layer, expert);
+    if (!x || !x->present || !s->configured || !s->cfg.prefetch) return;
+    if (!s->bounded) {
+        advise_map(x, MADV_WILLNEED);
+        return;
+    }
+    pthread_mutex_lock(&s->mu);
+    if (prio > x->need) x->need = prio;
+    if (x->state == ES_LOADING) {
+        if (prio > s->jobs[x->slot].prio) s->jobs[x->slot].prio = prio;
+    } else if (x->state == ES_ABSENT && s->n_threads > 0 && s->n_loading + s->n_pinned_slots < s->n_slots - 1) {
+        /* one slot always stays available to a demand load */
+        int slot = clb_cache_pick_slot(s, prio);
+        if (slot >= 0) {
+            clb_io_begin_load(s, (int)(x - s->ex), slot, prio);
+            if (prio == CLB_PRIO_LOOKAHEAD) {
+                x->prefetched = true;
+                s->ls[layer].prefetch_issued++;
+            }
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+void clb_store_layer_done(clb_expert_store *s, int layer) {
+    if (!s || layer < 0 || layer >= s->n_layer || !s->bounded) return;
+    pthread_mutex_lock(&s->mu);
+    for (int e = 0; e < s->n_expert; e++) clb_st_get(s, layer, e)->need = 0;
+    pthread_mutex_unlock(&s->mu);
+}
+
+int clb_store_set_policy(clb_expert_store *s, int policy) {
+    if (!s) return clb_err(COLIBRI_ERR_ARG, "NULL expert store");
+    if (policy < 0 || policy >= CLB_POLICY_COUNT) return clb_err(COLIBRI_ERR_ARG, "unknown cache policy %d", policy);
+    pthread_mutex_lock(&s->mu);
+    s->cfg.policy = policy;
+    if (s->configured) clb_cache_update_hot(s);
+    pthread_mutex_unlock(&s->mu);
+    return COLIBRI_OK;
+}
+
+void clb_store_note_recall(clb_expert_store *s, int layer, uint64_t n_hit, uint64_t n_true) {
+    if (!s || layer < 0 || layer >= s->n_layer) return;
+    pthread_mutex_lock(&s->mu);
+    s->ls[layer].la_hit += n_hit;
+    s->ls[layer].la_true += n_true;
+    pthread_mutex_unlock(&s->mu);
+}
+
+void clb_store_evict_all(clb_expert_store *s) {
+    if (!s || !s->bounded) return;
+    pthread_mutex_lock(&s->mu);
+    for (int i = 0; i < s->n_slots; i++) {
+        int xi = s->slot_owner[i];
+        if (xi < 0) continue;
+        clb_st_expert *x = &s->ex[xi];
+        if (x->state != ES_RESIDENT || x->pins > 0) continue;
+        x->state = ES_ABSENT;
+        x->slot = -1;
+        x->prefetched = false;
+        s->slot_owner[i] = -1;
+        s->ls[xi / s->n_expert].evictions++;
+        /* the pages go back to the system; the slot is refilled on demand */
+        madvise(clb_pool_slot(s, i), (size_t)s->slot_bytes, MADV_DONTNEED);
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+bool clb_store_is_resident(clb_expert_store *s, int layer, int expert) {
+    clb_st_expert *x = clb_st_get(s, layer, expert);
+    if (!x || !x->present) return false;
+    if (!s->bounded) return true;
+    pthread_mutex_lock(&s->mu);
+    bool r = x->state == ES_RESIDENT;
+    pthread_mutex_unlock(&s->mu);
+    return r;
+}
+
+int clb_store_save_usage(clb_expert_store *s) {
+    if (!s || !s->usage_path) return COLIBRI_OK;
+    pthread_mutex_lock(&s->mu);
+    int rc = clb_cache_save_usage(s);
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+void clb_store_get_info(clb_expert_store *s, clb_store_info *o) {
+    memset(o, 0, sizeof *o);
+    if (!s) return;
+    o->bounded = s->bounded;
+    o->direct_io = s->cfg.direct_io;
+    o->guard = s->cfg.guard;
+    o->prefetch = s->cfg.prefetch;
+    o->policy = s->cfg.policy;
+    o->n_slots = s->n_slots;
+    o->io_threads = s->n_threads;
+    o->pool_bytes = s->pool_map_bytes;
+    o->slot_bytes = s->slot_bytes;
+    o->max_expert_bytes = s->max_expert_bytes;
+}
+
+void clb_store_layer_stats_get(clb_expert_store *s, int layer, clb_store_layer_stats *out) {
+    memset(out, 0, sizeof *out);
+    if (!s || layer < 0 || layer >= s->n_layer) return;
+    pthread_mutex_lock(&s->mu);
+    *out = s->ls[layer];
+    pthread_mutex_unlock(&s->mu);
+}
+
+void clb_store_loaded(clb_expert_store *s, int xi) { set_pool_pointers(s, &s->ex[xi]); }

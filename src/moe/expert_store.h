@@ -1,24 +1,89 @@
-/* expert_store.h — where each routed expert's bytes are. The forward pass reaches expert
- * weights only through acquire/release: acquire(layer, expert) returns weights that stay
- * valid until the matching release. This implementation serves them straight from the
- * model file's mapping; the memory-hierarchy store (budgeted pool, cache, prefetch)
- * replaces it behind the same calls. */
+/* expert_store.h — where each routed expert's bytes are (docs/MEMORY.md).
+ *
+ * The forward pass reaches expert weights only through acquire/release: acquire(layer,
+ * expert) returns weights that stay valid until the matching release. Two modes sit behind
+ * the same calls:
+ *   - unbounded (default): the weights are served from the model file's mapping; routed
+ *     experts get madvise(MADV_WILLNEED) when requested, the pinned hot set is mlock'ed;
+ *   - bounded pool (a memory budget): expert bytes are never touched through the mapping;
+ *     they are read with pread (optionally O_DIRECT) into fixed-size slots of a page pool,
+ *     cached by a policy (LRU, LFU with decay, pinned hot set) and prefetched by a small
+ *     I/O thread pool from router-lookahead hints.
+ * Placement only changes speed: the bytes a kernel sees are the file's bytes either way.
+ *
+ * Usage (engine): request(l, x, DEMAND) for every expert of the batch (the batch union),
+ * request(l + 1, y, LOOKAHEAD) for predicted ones, then acquire / compute / release each
+ * selected expert, then layer_done(l). */
 #ifndef CLB_EXPERT_STORE_H
 #define CLB_EXPERT_STORE_H
 
 #include "model/model.h"
 
+struct clb_source;
 typedef struct clb_expert_store clb_expert_store;
 
 clb_expert_store *clb_store_create(int n_layer, int n_expert);
 void clb_store_free(clb_expert_store *s);
 /* The loader fills each (layer, expert) slot once at load time. */
 clb_expert_w *clb_store_slot(clb_expert_store *s, int layer, int expert);
-/* Weights of (layer, expert), valid until clb_store_release. Errors: out-of-range ids,
-   or a slot the model does not have. */
+/* Weights of (layer, expert), valid until clb_store_release. Errors: out-of-range ids, a
+   slot the model does not have, an I/O error while loading, a pool whose slots are all
+   pinned. May block while the expert is read. */
 int clb_store_acquire(clb_expert_store *s, int layer, int expert, const clb_expert_w **out);
 void clb_store_release(clb_expert_store *s, int layer, int expert);
 /* Bytes of one expert (gate + up + down) of a layer. */
 uint64_t clb_store_expert_bytes(const clb_expert_store *s, int layer, int expert);
+
+/* ---- the memory hierarchy (issue 5) ---- */
+
+typedef enum { CLB_POLICY_LRU = 0, CLB_POLICY_LFU = 1, CLB_POLICY_PINNED = 2, CLB_POLICY_COUNT = 3 } clb_policy;
+typedef enum { CLB_PRIO_LOOKAHEAD = 1, CLB_PRIO_DEMAND = 2 } clb_prio;
+
+typedef struct clb_store_cfg {
+    uint64_t pool_bytes;   /* 0 = unbounded mode (file mapping) */
+    int policy;            /* clb_policy */
+    bool prefetch;         /* honour request() hints (batch union + lookahead) */
+    bool direct_io;        /* O_DIRECT reads (falls back to buffered where refused) */
+    int io_threads;        /* I/O threads of the pool (0 = the caller reads alone) */
+    bool guard;            /* PROT_NONE on every pool page not pinned by an acquire */
+    const char *usage_path; /* routing counts file (read at configure, written at free); NULL = off */
+} clb_store_cfg;
+
+/* Switches to the mode cfg describes, once, after the loader filled every slot. Uses src
+   for each expert tensor's file descriptor and offset (checked against the file size).
+   Errors: a pool smaller than 2 experts, an unreadable file, out of memory. */
+int clb_store_configure(clb_expert_store *s, const struct clb_source *src, const clb_store_cfg *cfg);
+/* A hint: (layer, expert) will be acquired soon. Starts loading it in the background when
+   a slot can be had without evicting anything more urgent; never blocks on I/O. */
+void clb_store_request(clb_expert_store *s, int layer, int expert, int prio);
+/* The layer's acquires are over: its outstanding demand marks are cleared. */
+void clb_store_layer_done(clb_expert_store *s, int layer);
+/* Changes the cache policy from the next eviction on. */
+int clb_store_set_policy(clb_expert_store *s, int policy);
+/* Lookahead accounting: of n_true true top-k picks of layer, n_hit had been predicted. */
+void clb_store_note_recall(clb_expert_store *s, int layer, uint64_t n_hit, uint64_t n_true);
+/* Drops every unpinned resident expert (tests; shrinking). */
+void clb_store_evict_all(clb_expert_store *s);
+bool clb_store_is_resident(clb_expert_store *s, int layer, int expert);
+/* Writes the usage file now (also done by clb_store_free). */
+int clb_store_save_usage(clb_expert_store *s);
+
+typedef struct clb_store_layer_stats {
+    uint64_t hits, misses, bytes_read, evictions, prefetch_issued, prefetch_used;
+    uint64_t la_hit, la_true; /* lookahead recall = la_hit / la_true */
+    double stall_s;
+} clb_store_layer_stats;
+
+typedef struct clb_store_info {
+    bool bounded, direct_io, guard, prefetch;
+    int policy, n_slots, io_threads;
+    uint64_t pool_bytes, slot_bytes, max_expert_bytes;
+} clb_store_info;
+
+void clb_store_get_info(clb_expert_store *s, clb_store_info *out);
+/* Statistics of one layer since configure (zeros for out-of-range layers). */
+void clb_store_layer_stats_get(clb_expert_store *s, int layer, clb_store_layer_stats *out);
+/* Total expert bytes of the model (what the unbounded mode maps). */
+uint64_t clb_store_total_bytes(const clb_expert_store *s);
 
 #endif

@@ -78,8 +78,12 @@ int clb_rope_init(clb_rope *r, const clb_hparams *hp) {
             double interp = r->inv_freq[i] / f, extrap = r->inv_freq[i];
             r->inv_freq[i] = interp * (1 - extrap_factor) + extrap * extrap_factor;
         }
+        /* as transformers' _compute_yarn_parameters: an explicit attention_factor, else
+           mscale(factor, mscale) / mscale(factor, mscale_all_dim) when both are given */
         double ms = hp->rope_mscale, msa = hp->rope_mscale_all_dim;
-        r->attn_factor = msa != 0 ? (float)(yarn_mscale(f, ms) / yarn_mscale(f, msa)) : (float)yarn_mscale(f, 1.0);
+        if (hp->rope_attn_factor > 0) r->attn_factor = hp->rope_attn_factor;
+        else if (ms != 0 && msa != 0) r->attn_factor = (float)(yarn_mscale(f, ms) / yarn_mscale(f, msa));
+        else r->attn_factor = (float)yarn_mscale(f, 1.0);
         break;
     }
     default:
@@ -95,13 +99,13 @@ void clb_rope_free(clb_rope *r) {
     r->inv_freq = NULL;
 }
 
-void clb_rope_apply(const clb_rope *r, float *x, int n_heads, int head_dim, int pos) {
+void clb_rope_apply(const clb_rope *r, float *x, int n_heads, int head_dim, int offset, int pos) {
     int half = r->n_rot / 2;
     for (int i = 0; i < half; i++) {
         double a = (double)pos * r->inv_freq[i];
         float c = (float)cos(a) * r->attn_factor, s = (float)sin(a) * r->attn_factor;
         for (int h = 0; h < n_heads; h++) {
-            float *v = x + (int64_t)h * head_dim;
+            float *v = x + (int64_t)h * head_dim + offset;
             int i0, i1;
             if (r->style == CLB_ROPE_NEOX) {
                 i0 = i;

@@ -27,8 +27,8 @@ typedef struct clb_rope {
 } clb_rope;
 int clb_rope_init(clb_rope *r, const clb_hparams *hp);
 void clb_rope_free(clb_rope *r);
-/* Rotates the first n_rot dims of each of n_heads vectors of length head_dim at pos. */
-void clb_rope_apply(const clb_rope *r, float *x, int n_heads, int head_dim, int pos);
+/* Rotates dims [offset, offset + n_rot) of each of n_heads vectors of length head_dim at pos. */
+void clb_rope_apply(const clb_rope *r, float *x, int n_heads, int head_dim, int offset, int pos);
 
 /* Matrix products: Y[t][r] = sum_c W[r][c] * X[t][c] for t < n_tok, split over the pool by
    rows of W. X rows are first converted to W's activation format in `qbuf` (sized by

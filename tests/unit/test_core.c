@@ -102,7 +102,7 @@ static void test_rope(void **state) {
     assert_int_equal(clb_rope_init(&r, &hp), 0);
     /* NEOX pairs (0,2),(1,3) with frequencies 1 and 1/10 */
     float v[4] = {1, 1, 0, 0};
-    clb_rope_apply(&r, v, 1, 4, 3);
+    clb_rope_apply(&r, v, 1, 4, 0, 3);
     assert_float_equal(v[0], cosf(3.0f), 1e-6);
     assert_float_equal(v[2], sinf(3.0f), 1e-6);
     assert_float_equal(v[1], cosf(0.3f), 1e-6);
@@ -110,7 +110,7 @@ static void test_rope(void **state) {
     /* adjacent pairs (0,1),(2,3) */
     r.style = CLB_ROPE_NORM;
     float u[4] = {1, 0, 1, 0};
-    clb_rope_apply(&r, u, 1, 4, 3);
+    clb_rope_apply(&r, u, 1, 4, 0, 3);
     assert_float_equal(u[0], cosf(3.0f), 1e-6);
     assert_float_equal(u[1], sinf(3.0f), 1e-6);
     assert_float_equal(u[2], cosf(0.3f), 1e-6);
@@ -120,7 +120,7 @@ static void test_rope(void **state) {
     hp.rope_factor = 4.0f;
     assert_int_equal(clb_rope_init(&r, &hp), 0);
     float z[4] = {1, 1, 0, 0};
-    clb_rope_apply(&r, z, 1, 4, 4);
+    clb_rope_apply(&r, z, 1, 4, 0, 4);
     assert_float_equal(z[0], cosf(1.0f), 1e-6);
     clb_rope_free(&r);
 }

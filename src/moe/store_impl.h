@@ -1,0 +1,126 @@
+/* store_impl.h — the expert store's private state, shared by expert_store.c (table,
+ * acquire/release), pool.c (slot memory, guard mode), cache.c (policies, usage file) and
+ * prefetch.c (I/O threads). Everything mutable is guarded by clb_expert_store.mu. */
+#ifndef CLB_STORE_IMPL_H
+#define CLB_STORE_IMPL_H
+
+#include <pthread.h>
+
+#include "moe/expert_store.h"
+
+#define CLB_STORE_PAGE 4096u                 /* pool page; also the O_DIRECT alignment */
+#define CLB_STORE_CHUNK ((uint64_t)4 << 20)  /* one pread of a load job */
+#define CLB_GUARD_EXIT 86                    /* exit status of a guard-mode violation */
+
+typedef enum { ES_ABSENT = 0, ES_LOADING = 1, ES_RESIDENT = 2 } clb_es_state;
+
+/* L2: one tensor (gate, up or down) of an expert */
+typedef struct clb_st_tensor {
+    int fd, dfd;          /* buffered / O_DIRECT descriptors (dfd -1 when unavailable) */
+    uint64_t file_offset; /* first byte of the tensor in the file */
+    uint64_t size;        /* tensor bytes */
+    uint64_t read_off;    /* file range read: [read_off, read_off + read_len), page aligned */
+    uint64_t read_len;    /*   when direct_ok, else == [file_offset, size) */
+    uint64_t slot_off;    /* where read_off lands in the slot (page aligned) */
+    uint64_t data_off;    /* where the tensor's first byte lands in the slot */
+    bool direct_ok;
+} clb_st_tensor;
+
+/* L1: one expert */
+typedef struct clb_st_expert {
+    clb_expert_w w;      /* as bound by the loader (pointers into the file mapping) */
+    clb_expert_w pw;     /* pointers into the pool slot while resident (bounded mode) */
+    clb_st_tensor t[3];  /* gate, up, down */
+    uint64_t bytes;      /* sum of the tensors' sizes */
+    bool present, hot, prefetched, mlocked;
+    int state;           /* clb_es_state */
+    int slot;            /* pool slot when LOADING / RESIDENT, else -1 */
+    int pins;            /* acquire/release balance */
+    int need;            /* clb_prio of an outstanding request of this layer (0 none) */
+    int err;             /* status of the last failed load */
+    uint64_t last_use;   /* store tick of the last acquire (LRU) */
+    double heat;         /* LFU heat at heat_tick */
+    uint64_t heat_tick;
+    uint64_t uses;       /* acquires since configure + counts from the usage file */
+} clb_st_expert;
+
+/* A load in flight; one per slot (a slot is busy while its expert loads). */
+typedef struct clb_st_job {
+    int expert;          /* index into experts, -1 when the slot is idle */
+    int prio;
+    uint64_t seq;        /* FIFO order within a priority */
+    int n_chunks, next_chunk, done_chunks;
+    int status;          /* first error of a chunk */
+} clb_st_job;
+
+struct clb_expert_store {
+    int n_layer, n_expert;
+    clb_st_expert *ex;   /* [n_layer][n_expert] */
+    bool configured, bounded;
+    clb_store_cfg cfg;
+    char *usage_path;
+
+    pthread_mutex_t mu;
+    pthread_cond_t cv_done; /* a load finished (or a pin dropped) */
+    pthread_cond_t cv_work; /* a job has chunks to read, or stop */
+    bool locks_ok;
+    uint64_t tick, seq;
+
+    /* pool (bounded mode): n_slots slots of slot_bytes, page aligned */
+    uint8_t *pool;
+    uint64_t slot_bytes, pool_map_bytes, max_expert_bytes;
+    int n_slots;
+    int *slot_owner;     /* [n_slots] expert index or -1 */
+    clb_st_job *jobs;    /* [n_slots] */
+    int n_loading;       /* slots whose expert is LOADING */
+    int n_pinned_slots;  /* slots whose expert has pins > 0 */
+
+    /* I/O threads */
+    pthread_t *threads;
+    int n_threads;
+    bool stop;
+
+    int *dfds;           /* O_DIRECT descriptors opened per distinct fd: pairs (fd, dfd) */
+    int n_dfds;
+
+    clb_store_layer_stats *ls; /* [n_layer] */
+    uint64_t acquires_since_hot;
+};
+
+static inline clb_st_expert *clb_st_get(clb_expert_store *s, int layer, int expert) {
+    if (!s || layer < 0 || layer >= s->n_layer || expert < 0 || expert >= s->n_expert) return NULL;
+    return &s->ex[(size_t)layer * (size_t)s->n_expert + (size_t)expert];
+}
+
+/* expert_store.c: points x->pw into its slot once loaded (mu held) */
+void clb_store_loaded(clb_expert_store *s, int xi);
+
+/* pool.c */
+int clb_pool_map(clb_expert_store *s);   /* maps n_slots * slot_bytes (guard: PROT_NONE) */
+void clb_pool_unmap(clb_expert_store *s);
+uint8_t *clb_pool_slot(clb_expert_store *s, int slot);
+/* guard mode: protection of a slot for its current use */
+void clb_pool_protect(clb_expert_store *s, int slot, int mode); /* 0 none, 1 read, 2 read-write */
+int clb_guard_install(clb_expert_store *s);
+void clb_guard_remove(clb_expert_store *s);
+
+/* cache.c (called with mu held) */
+/* Picks a slot for a new load: a free one, else a victim the policy allows (for a lookahead
+   request only experts neither pinned, loading, hot nor needed at >= prio). -1 when none. */
+int clb_cache_pick_slot(clb_expert_store *s, int prio);
+void clb_cache_touch(clb_expert_store *s, clb_st_expert *x);
+void clb_cache_update_hot(clb_expert_store *s);
+int clb_cache_load_usage(clb_expert_store *s);
+int clb_cache_save_usage(clb_expert_store *s);
+
+/* prefetch.c */
+int clb_io_start(clb_expert_store *s);
+void clb_io_stop(clb_expert_store *s);
+/* Starts loading expert index xi into slot (mu held): sets up the job and wakes I/O. */
+void clb_io_begin_load(clb_expert_store *s, int xi, int slot, int prio);
+/* Reads one unclaimed chunk of the job of `slot` (mu held on entry and exit; released
+   during the read). Returns false when no chunk was left to claim. */
+bool clb_io_help(clb_expert_store *s, int slot);
+int clb_io_open_direct(clb_expert_store *s, int fd);
+
+#endif
