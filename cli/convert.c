@@ -15,6 +15,9 @@ static void help(void) {
          "  --dtype T             dense weights: f32, f16, bf16, q8_0 or q4_0 (default: keep the\n"
          "                        source's; a GGUF's quantized blocks stay bit-exact)\n"
          "  --expert-dtype T      routed experts (default: as --dtype)\n"
+         "  --expert-dtype-map M  per-expert dtypes (heterogeneous experts): \"0-3:q8_0,4-7:q4_0\" for\n"
+         "                        every layer, or JSON {\"*\": \"0-7:q4_0\", \"0-1\": \"0-3:q8_0\"} inline or\n"
+         "                        in a .json file (later keys win)\n"
          "  -h, --help            this help\n"
          "\n"
          "Router weights, norms and biases always stay f32. q8_0 and q4_0 are GGUF's Q8_0/Q4_0 blocks.");
@@ -36,6 +39,8 @@ int cmd_convert(int argc, char **argv) {
             if (!(p.dtype = cli_value(argc, argv, &i))) return 2;
         } else if (!strcmp(a, "--expert-dtype")) {
             if (!(p.expert_dtype = cli_value(argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "--expert-dtype-map")) {
+            if (!(p.expert_dtype_map = cli_value(argc, argv, &i))) return 2;
         } else if (a[0] == '-') {
             return cli_fail("convert: unknown option '%s' (see colibri convert --help)", a), 2;
         } else if (!src) {

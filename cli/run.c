@@ -23,6 +23,9 @@ static void help(void) {
          "  --max-seq-len N       KV cache length (default: min(model max, 4096))\n"
          "  --batch N             prompt tokens evaluated per batch (default 64)\n"
          "  --moe-top-k K         experts per token (default: the model's)\n"
+         "  --moe-top-p P         dynamic k: the fewest experts whose routing probability reaches P\n"
+         "  --moe-k-min K, --moe-k-max K   bounds of the dynamic k\n"
+         "  --router-temperature T  divide router logits by T before scoring\n"
          "  --config FILE         JSON run-time settings (threads, max_seq_len, moe_top_k, ...)\n"
          "  --dump-logits FILE    write the logits of every prompt position as raw little-endian\n"
          "                        float32 [n_tokens][n_vocab]\n"
@@ -142,6 +145,21 @@ int cmd_run(int argc, char **argv) {
             VAL();
             if (!cli_int(val, 1, 1024, &v)) return cli_fail("--moe-top-k: '%s' is not in 1..1024", val), 2;
             p.moe_top_k = (int)v;
+        } else if (!strcmp(a, "--moe-top-p")) {
+            double d;
+            VAL();
+            if (!cli_float(val, 0, 1, &d)) return cli_fail("--moe-top-p: '%s' is not in 0..1", val), 2;
+            p.moe_top_p = (float)d;
+        } else if (!strcmp(a, "--moe-k-min") || !strcmp(a, "--moe-k-max")) {
+            VAL();
+            if (!cli_int(val, 1, 1024, &v)) return cli_fail("%s: '%s' is not in 1..1024", a, val), 2;
+            if (!strcmp(a, "--moe-k-min")) p.moe_k_min = (int)v;
+            else p.moe_k_max = (int)v;
+        } else if (!strcmp(a, "--router-temperature")) {
+            double d;
+            VAL();
+            if (!cli_float(val, 1e-3, 1e3, &d)) return cli_fail("--router-temperature: '%s' is not in 0.001..1000", val), 2;
+            p.router_temperature = (float)d;
         } else {
             return cli_fail("run: unknown option '%s' (see colibri run --help)", a), 2;
         }

@@ -100,8 +100,12 @@ typedef struct colibri_params {
     int32_t n_threads;      /* worker threads; 0 = number of online CPUs */
     int32_t max_seq_len;    /* KV cache length; 0 = min(model's max positions, 4096) */
     int32_t n_batch;        /* largest batch colibri_eval computes at once; 0 = 64 */
-    int32_t moe_top_k;      /* experts per token; 0 = the model's own */
+    int32_t moe_top_k;      /* experts per token; 0 = the model's own. Buffers are sized for
+                               max(2 x the model's k, this) so colibri_set_moe_top_k can raise it */
     float router_temperature; /* divides router logits before scoring; 0 or 1 = off */
+    float moe_top_p;        /* > 0: dynamic k, the fewest experts whose routing probability
+                               reaches moe_top_p ... */
+    int32_t moe_k_min, moe_k_max; /* ... bounded to [k_min, k_max] (0 = 1 / all experts) */
     /* -- expert memory hierarchy (docs/MEMORY.md) -- */
     uint64_t mem_budget;        /* bytes for dense weights + KV cache + arena + expert pool; 0 = no
                                    budget: experts are served from the file mapping */
@@ -171,7 +175,8 @@ int32_t colibri_n_vocab(const colibri_engine_t *e);
 int32_t colibri_n_past(const colibri_engine_t *e);
 int32_t colibri_max_seq_len(const colibri_engine_t *e);
 
-/* Changes the number of routed experts per token from the next token on (1..n_experts). */
+/* Changes the number of routed experts per token from the next token on, without reloading
+   (1 .. the bound set at init, see colibri_params.moe_top_k). */
 int colibri_set_moe_top_k(colibri_engine_t *e, int32_t k);
 
 /* Changes the expert cache policy (colibri_cache_policy) from the next eviction on. Output
@@ -261,6 +266,9 @@ typedef struct colibri_convert_params {
     const char *dtype;        /* "f32", "f16", "bf16", "q8_0", "q4_0"; NULL keeps the source's
                                  dtypes (a GGUF's quantized blocks stay bit-exact) */
     const char *expert_dtype; /* routed experts; NULL = as dtype */
+    const char *expert_dtype_map; /* per-expert dtypes: "0-3:q8_0,4-7:q4_0" (every layer) or a
+                                     JSON object {"*"|"L"|"L0-L1": "EXPERTS:dtype,..."} inline or
+                                     in a .json file; overrides expert_dtype where it applies */
     void (*progress)(double fraction, void *user); /* may be NULL */
     void *user;
 } colibri_convert_params;

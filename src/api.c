@@ -8,6 +8,7 @@
 #include "core/common.h"
 #include "core/platform.h"
 #include "engine.h"
+#include "moe/mem_api.h" /* expert memory hierarchy */
 
 colibri_params colibri_params_default(void) {
     colibri_params p;
@@ -30,6 +31,11 @@ static int read_config(const char *path, colibri_params *p) {
     rc = COLIBRI_OK;
     cJSON_ArrayForEach(it, j) {
         const char *k = it->string;
+        bool mem_key; /* expert memory hierarchy settings (moe/mem_api.c) */
+        if ((rc = clb_mem_config_key(path, it, p, &mem_key)) || mem_key) {
+            if (rc) break;
+            continue;
+        }
         if (!cJSON_IsNumber(it)) {
             rc = clb_err(COLIBRI_ERR_FORMAT, "%s: '%s' must be a number", path, k);
             break;
@@ -41,9 +47,13 @@ static int read_config(const char *path, colibri_params *p) {
         else if (strcmp(k, "n_batch") == 0 && is_int && v >= 0 && v <= 4096) p->n_batch = (int)v;
         else if (strcmp(k, "moe_top_k") == 0 && is_int && v >= 0 && v <= 1024) p->moe_top_k = (int)v;
         else if (strcmp(k, "router_temperature") == 0 && v >= 0 && v <= 1e6) p->router_temperature = (float)v;
+        else if (strcmp(k, "moe_top_p") == 0 && v >= 0 && v <= 1) p->moe_top_p = (float)v;
+        else if (strcmp(k, "moe_k_min") == 0 && is_int && v >= 0 && v <= 1024) p->moe_k_min = (int)v;
+        else if (strcmp(k, "moe_k_max") == 0 && is_int && v >= 0 && v <= 1024) p->moe_k_max = (int)v;
         else {
             bool known = !strcmp(k, "threads") || !strcmp(k, "max_seq_len") || !strcmp(k, "n_batch") ||
-                         !strcmp(k, "moe_top_k") || !strcmp(k, "router_temperature");
+                         !strcmp(k, "moe_top_k") || !strcmp(k, "router_temperature") || !strcmp(k, "moe_top_p") ||
+                         !strcmp(k, "moe_k_min") || !strcmp(k, "moe_k_max");
             rc = known ? clb_err(COLIBRI_ERR_ARG, "%s: '%s' = %g is out of range", path, k, v)
                        : clb_err(COLIBRI_ERR_ARG, "%s: unknown setting '%s'", path, k);
             break;
@@ -81,22 +91,29 @@ static void carve(colibri_engine_t *e) {
         e->mla_kvb = clb_arena_take(a, B * (size_t)hp->n_head * (nope + (size_t)hp->head_dim_v) * F);
     }
     e->att_scratch = clb_arena_take(a, (size_t)e->n_threads * (size_t)e->max_seq * F);
-    e->ff_g = clb_arena_take(a, B * ff * F);
-    e->ff_u = clb_arena_take(a, B * ff * F);
+    const size_t kc = (size_t)(e->k_cap > 0 ? e->k_cap : 1), BK = B * kc;
+    e->ff_g = clb_arena_take(a, BK * ff * F);
+    e->ff_u = clb_arena_take(a, BK * ff * F);
     e->ffn_out = clb_arena_take(a, B * E * F);
     e->r_logits = clb_arena_take(a, B * ne * F);
     e->r_scratch = clb_arena_take(a, 2 * ne * F);
-    e->sel = clb_arena_take(a, B * ne * sizeof(int));
-    e->sel_w = clb_arena_take(a, B * ne * F);
-    e->e_tok = clb_arena_take(a, B * ne * sizeof(int));
-    e->e_slot = clb_arena_take(a, B * ne * sizeof(int));
+    e->tok_k = clb_arena_take(a, B * sizeof(int));
+    e->sel = clb_arena_take(a, BK * sizeof(int));
+    e->sel_w = clb_arena_take(a, BK * F);
+    e->e_asg = clb_arena_take(a, BK * sizeof(int));
+    e->e_tok = clb_arena_take(a, BK * sizeof(int));
     e->e_count = clb_arena_take(a, ne * sizeof(int));
     e->e_start = clb_arena_take(a, (ne + 1) * sizeof(int));
-    e->xe = clb_arena_take(a, B * E * F);
-    e->slot_out = clb_arena_take(a, B * ne * E * F);
+    e->e_w = clb_arena_take(a, ne * sizeof(*e->e_w));
+    e->jobs = clb_arena_take(a, 2 * ne * sizeof(*e->jobs));
+    e->xe = clb_arena_take(a, CLB_MAX(BK, B) * E * F);
     e->logits = clb_arena_take(a, B * (size_t)hp->n_vocab * F);
+    e->la_logits = clb_arena_take(a, B * ne * F); /* router lookahead */
+    e->la_sel = clb_arena_take(a, B * ne * sizeof(int));
+    e->la_k = clb_arena_take(a, B * sizeof(int));
+    e->la_w = clb_arena_take(a, B * ne * F);
     size_t maxc = CLB_MAX(CLB_MAX(E, od), CLB_MAX(ff, (size_t)CLB_MAX(hp->q_lora_rank, hp->kv_lora_rank)));
-    e->mm.qbuf_bytes = clb_matmul_qbuf_bytes((int64_t)maxc, (int64_t)B);
+    e->mm.qbuf_bytes = clb_matmul_qbuf_bytes((int64_t)maxc, (int64_t)CLB_MAX(BK, B));
     e->mm.qbuf = clb_arena_take(a, e->mm.qbuf_bytes);
 }
 
@@ -131,8 +148,22 @@ colibri_engine_t *colibri_init_params(const char *model_path, const colibri_para
             .scale = hp->routed_scale,
             .n_group = hp->n_group,
             .topk_group = hp->topk_group,
+            .group_score = hp->group_score,
             .temperature = p.router_temperature > 0 ? p.router_temperature : 1.0f,
+            .top_p = p.moe_top_p,
+            .k_min = p.moe_k_min,
+            .k_max = p.moe_k_max,
         };
+        if (p.moe_top_p < 0 || p.moe_top_p > 1 || p.moe_k_min < 0 || p.moe_k_max < 0 ||
+            p.moe_k_max > hp->n_expert || (p.moe_k_max && p.moe_k_min > p.moe_k_max)) {
+            clb_err(COLIBRI_ERR_ARG, "moe_top_p %g / k_min %d / k_max %d out of range (1..%d experts)",
+                    (double)p.moe_top_p, p.moe_k_min, p.moe_k_max, hp->n_expert);
+            goto fail;
+        }
+        /* buffers hold k_cap experts per token: room to raise top-k at run time */
+        int kc = CLB_MAX(2 * hp->n_expert_used, e->router.k);
+        if (p.moe_top_p > 0) kc = CLB_MAX(kc, p.moe_k_max > 0 ? p.moe_k_max : hp->n_expert);
+        e->k_cap = CLB_MIN(kc, hp->n_expert);
     }
     if (clb_rope_init(&e->rope, hp)) goto fail;
     e->pool = clb_pool_create(e->n_threads);
@@ -158,6 +189,7 @@ colibri_engine_t *colibri_init_params(const char *model_path, const colibri_para
     carve(e);
     if (clb_arena_alloc_block(&e->arena)) goto fail;
     carve(e);
+    if (clb_mem_init(e, model_path, &p, kv_bytes * 2)) goto fail; /* budget, expert pool */
     e->stats.n_layers = CLB_MIN(hp->n_layer, COLIBRI_STATS_MAX_LAYERS);
     e->stats.n_experts = CLB_MIN(hp->n_expert, COLIBRI_STATS_MAX_EXPERTS);
     return e;
@@ -248,8 +280,9 @@ int32_t colibri_eos_id(const colibri_engine_t *e) { return e ? e->hp->eos_id : -
 int colibri_set_moe_top_k(colibri_engine_t *e, int32_t k) {
     if (!e) return clb_err(COLIBRI_ERR_ARG, "NULL engine");
     if (e->hp->n_expert <= 0) return clb_err(COLIBRI_ERR_ARG, "the model has no routed experts");
-    if (k < 1 || k > e->hp->n_expert)
-        return clb_err(COLIBRI_ERR_ARG, "top-k %d out of range 1..%d", k, e->hp->n_expert);
+    if (k < 1 || k > e->k_cap)
+        return clb_err(COLIBRI_ERR_ARG, "top-k %d out of range 1..%d (the bound set at init: pass moe_top_k %d or more "
+                       "to colibri_init to go higher)", k, e->k_cap, k);
     e->router.k = k;
     return COLIBRI_OK;
 }
@@ -261,5 +294,6 @@ colibri_stats_t colibri_get_stats(colibri_engine_t *e) {
         return s;
     }
     e->stats.peak_rss_bytes = clb_peak_rss();
+    clb_mem_stats(e, &e->stats);
     return e->stats;
 }

@@ -36,22 +36,26 @@ struct colibri_engine {
     float *mla_ckv;  /* [B][kv_lora_rank + n_rot] (MLA) latent + shared rope key */
     float *mla_kvb;  /* [B][n_head * (nope + head_dim_v)] (MLA) decompressed K/V */
     float *att_scratch; /* [n_threads][max_seq] scores */
-    float *ff_g, *ff_u; /* [B][max ff width] */
+    float *ff_g, *ff_u; /* [B * k_cap][max ff width] */
     float *ffn_out;  /* [B][n_embd] */
     float *r_logits; /* [B][n_expert] */
     float *r_scratch; /* [2 * n_expert] */
-    int *sel;        /* [B][n_expert] selected experts per token (k of them used) */
-    float *sel_w;    /* [B][n_expert] their weights */
-    int *e_tok;      /* [B * n_expert] token of each (expert, assignment) */
-    int *e_slot;     /* [B * n_expert] slot of each assignment */
+    int k_cap;       /* most experts a token may use (top-k / top-p bound), fixed at init */
+    int *tok_k;      /* [B] experts each token uses */
+    int *sel;        /* [B][k_cap] selected experts per token, in selection order */
+    float *sel_w;    /* [B][k_cap] their weights */
+    int *e_asg;      /* [B][k_cap] assignment index of each (token, slot) */
+    int *e_tok;      /* [B * k_cap] token of each assignment, grouped by expert */
     int *e_count;    /* [n_expert] */
-    int *e_start;    /* [n_expert + 1] */
-    float *xe;       /* [B][n_embd] gathered expert inputs */
-    float *slot_out; /* [B][n_expert][n_embd] each selected expert's output per token */
+    int *e_start;    /* [n_expert + 1] first assignment of each expert */
+    const clb_expert_w **e_w; /* [n_expert] acquired weights */
+    clb_mm_job *jobs;         /* [2 * n_expert] */
+    float *xe;       /* [B * k_cap][n_embd] gathered expert inputs, then outputs */
     float *logits;   /* [B][n_vocab] */
     /* -- expert memory hierarchy: router lookahead (engine.c moe_lookahead) -- */
     float *la_logits; /* [B][n_expert] next layer's router on this layer's FFN input */
     int *la_sel;      /* [B][n_expert] predicted experts of layer la_layer per token (k used) */
+    int *la_k;        /* [B] how many of la_sel each token uses */
     float *la_w;      /* [B][n_expert] */
     int la_layer;     /* layer la_sel predicts, -1 none */
     bool lookahead;   /* prefetch on and the store has a pool */

@@ -22,7 +22,7 @@ static void progress_bytes(uint64_t done, uint64_t total, void *user) {
 int colibri_convert(const char *src_path, const char *dst_path, const colibri_convert_params *p,
                     uint64_t *bytes_in, uint64_t *bytes_out) {
     if (!src_path || !dst_path) return clb_err(COLIBRI_ERR_ARG, "convert needs a source and a destination");
-    clb_convert_opts o = {.dtype = -1, .expert_dtype = -1};
+    clb_convert_opts o = {.dtype = -1, .expert_dtype = -1, .expert_dtype_map = NULL};
     progress_adapter pa = {0};
     if (p) {
         clb_dtype d;
@@ -39,6 +39,7 @@ int colibri_convert(const char *src_path, const char *dst_path, const colibri_co
                                p->expert_dtype);
             o.expert_dtype = d;
         }
+        o.expert_dtype_map = p->expert_dtype_map;
         if (p->progress) {
             pa.fn = p->progress;
             pa.user = p->user;

@@ -2,9 +2,11 @@
  * get the requested dtype (experts may get their own). A tensor whose source dtype equals
  * its target is copied byte for byte, so GGUF quantized blocks stay bit-exact. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/common.h"
+#include "core/platform.h"
 #include "format/container.h"
 #include "model/convert.h"
 #include "model/loader.h"
@@ -17,9 +19,102 @@ static bool keep_f32(const clb_src_tensor *t) {
     return strstr(t->name, "ffn_gate_inp") != NULL || strstr(t->name, "exp_probs_b") != NULL;
 }
 
-static int target_dtype(const clb_src_tensor *t, const clb_convert_opts *o, bool *fallback) {
+/* "a-b" or "a" within [0, n): fills lo/hi (inclusive) */
+static bool parse_range(const char *s, size_t len, int n, int *lo, int *hi) {
+    char buf[32];
+    if (len == 0 || len >= sizeof buf) return false;
+    memcpy(buf, s, len);
+    buf[len] = 0;
+    if (!strcmp(buf, "*")) {
+        *lo = 0;
+        *hi = n - 1;
+        return n > 0;
+    }
+    char *end;
+    long a = strtol(buf, &end, 10), b = a;
+    if (end == buf) return false;
+    if (*end == '-') {
+        char *e2;
+        b = strtol(end + 1, &e2, 10);
+        if (e2 == end + 1 || *e2) return false;
+    } else if (*end) {
+        return false;
+    }
+    if (a < 0 || b < a || b >= n) return false;
+    *lo = (int)a;
+    *hi = (int)b;
+    return true;
+}
+
+/* "0-3:q8_0,4-7:q4_0" for layers [l0, l1] */
+static int parse_expert_spec(const char *spec, int l0, int l1, int n_expert, int *out) {
+    const char *p = spec;
+    while (*p) {
+        const char *comma = strchr(p, ','), *end = comma ? comma : p + strlen(p), *colon = memchr(p, ':', (size_t)(end - p));
+        int lo, hi;
+        clb_dtype d;
+        char name[16];
+        if (!colon || !parse_range(p, (size_t)(colon - p), n_expert, &lo, &hi))
+            return clb_err(COLIBRI_ERR_ARG, "expert dtype map: '%.*s' is not EXPERTS:DTYPE with experts in 0..%d",
+                           (int)(end - p), p, n_expert - 1);
+        size_t nl = (size_t)(end - colon - 1);
+        if (nl == 0 || nl >= sizeof name) return clb_err(COLIBRI_ERR_ARG, "expert dtype map: no dtype in '%.*s'", (int)(end - p), p);
+        memcpy(name, colon + 1, nl);
+        name[nl] = 0;
+        if (clb_dtype_from_name(name, &d) || !clb_dtype_can_quantize(d))
+            return clb_err(COLIBRI_ERR_ARG, "expert dtype map: dtype '%s' cannot be written", name);
+        for (int l = l0; l <= l1; l++)
+            for (int e = lo; e <= hi; e++) out[l * n_expert + e] = d;
+        p = comma ? comma + 1 : end;
+    }
+    return COLIBRI_OK;
+}
+
+int clb_expert_dtype_map_parse(const char *spec, int n_layer, int n_expert, int *out) {
+    for (int i = 0; i < n_layer * n_expert; i++) out[i] = -1;
+    if (!spec || !*spec) return COLIBRI_OK;
+    char *text = NULL;
+    const char *json = NULL;
+    size_t sl = strlen(spec);
+    if (spec[0] == '{') {
+        json = spec;
+    } else if (sl > 5 && !strcmp(spec + sl - 5, ".json")) {
+        int rc = clb_read_file(spec, 1 << 20, &text, NULL);
+        if (rc) return rc;
+        json = text;
+    } else {
+        return parse_expert_spec(spec, 0, n_layer - 1, n_expert, out);
+    }
+    cJSON *j = cJSON_Parse(json);
+    clb_free(text);
+    if (!cJSON_IsObject(j)) {
+        cJSON_Delete(j);
+        return clb_err(COLIBRI_ERR_ARG, "expert dtype map: not a JSON object");
+    }
+    int rc = COLIBRI_OK;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, j) {
+        int l0, l1;
+        if (!parse_range(it->string, strlen(it->string), n_layer, &l0, &l1)) {
+            rc = clb_err(COLIBRI_ERR_ARG, "expert dtype map: layer key '%s' is not *, L or L0-L1 within 0..%d", it->string,
+                         n_layer - 1);
+            break;
+        }
+        if (!cJSON_IsString(it)) {
+            rc = clb_err(COLIBRI_ERR_ARG, "expert dtype map: layer '%s' must map to \"EXPERTS:dtype,...\"", it->string);
+            break;
+        }
+        if ((rc = parse_expert_spec(it->valuestring, l0, l1, n_expert, out))) break;
+    }
+    cJSON_Delete(j);
+    return rc;
+}
+
+static int target_dtype(const clb_src_tensor *t, const clb_convert_opts *o, const int *emap, int n_expert,
+                        bool *fallback) {
     *fallback = false;
     int want = t->expert >= 0 && o->expert_dtype >= 0 ? o->expert_dtype : o->dtype;
+    if (t->expert >= 0 && emap && emap[t->layer * n_expert + t->expert] >= 0) want = emap[t->layer * n_expert + t->expert];
     if (keep_f32(t)) want = clb_type(t->dtype) && clb_type(t->dtype)->is_quantized ? t->dtype : CLB_DT_F32;
     if (want < 0) return t->dtype;
     uint64_t rb;
@@ -90,6 +185,7 @@ int clb_convert(const char *src_path, const char *dst_path, const clb_convert_op
     const int n = s.n_tensors;
     clb_cw_tensor *desc = clb_calloc((size_t)(n ? n : 1), sizeof *desc);
     int *order = clb_calloc((size_t)(n ? n : 1), sizeof *order), *dt = clb_calloc((size_t)(n ? n : 1), sizeof *dt);
+    int *emap = NULL; /* [n_layer][n_expert] dtype overrides */
     uint8_t *out_buf = NULL, *src_buf = NULL;
     float *row = NULL;
     clb_cwriter *w = NULL;
@@ -97,6 +193,14 @@ int clb_convert(const char *src_path, const char *dst_path, const clb_convert_op
     if (!desc || !order || !dt) {
         rc = clb_err(COLIBRI_ERR_NOMEM, "out of memory");
         goto done;
+    }
+    if (s.hp.n_expert > 0 && o->expert_dtype_map) {
+        emap = clb_calloc((size_t)s.hp.n_layer * (size_t)s.hp.n_expert, sizeof *emap);
+        if (!emap) {
+            rc = clb_err(COLIBRI_ERR_NOMEM, "out of memory");
+            goto done;
+        }
+        if ((rc = clb_expert_dtype_map_parse(o->expert_dtype_map, s.hp.n_layer, s.hp.n_expert, emap))) goto done;
     }
     /* order: dense tensors, then per (layer, expert): gate, up, down */
     int k = 0;
@@ -121,7 +225,7 @@ int clb_convert(const char *src_path, const char *dst_path, const clb_convert_op
     for (int i = 0; i < n; i++) {
         const clb_src_tensor *t = &s.tensors[order[i]];
         bool fb;
-        dt[i] = target_dtype(t, o, &fb);
+        dt[i] = target_dtype(t, o, emap, s.hp.n_expert, &fb);
         rep->n_fallback += fb;
         desc[i] = (clb_cw_tensor){.name = t->name, .dtype = dt[i], .n_dims = t->n_dims, .layer = t->layer,
                                   .expert = t->expert};
@@ -176,6 +280,7 @@ done:
     clb_free(desc);
     clb_free(order);
     clb_free(dt);
+    clb_free(emap);
     clb_source_close(&s);
     return rc;
 }

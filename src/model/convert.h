@@ -8,6 +8,10 @@
 typedef struct clb_convert_opts {
     int dtype;        /* dense weights: a clb_dtype, or -1 to keep the source's (bit-exact) */
     int expert_dtype; /* routed experts: a clb_dtype, or -1 for "as dtype" */
+    /* per-expert dtypes (heterogeneous experts), overriding expert_dtype where given:
+       "0-3:q8_0,4-7:q4_0" for every layer, or a JSON object {"LAYERS": "EXPERTS:dtype,...", ...}
+       whose keys are "*", "L" or "L0-L1" (later keys win), inline or in a .json file */
+    const char *expert_dtype_map;
     /* called now and then with bytes written so far and the total (may be NULL) */
     void (*progress)(uint64_t done, uint64_t total, void *user);
     void *user;
@@ -17,6 +21,10 @@ typedef struct clb_convert_report {
     uint64_t bytes_in, bytes_out;
     int n_tensors, n_fallback; /* tensors whose shape did not fit the block size (kept f16) */
 } clb_convert_report;
+
+/* Parses an expert dtype map for n_layer x n_expert experts into out[l * n_expert + e]
+   (-1 where the map says nothing). Errors name the bad part. */
+int clb_expert_dtype_map_parse(const char *spec, int n_layer, int n_expert, int *out);
 
 int clb_convert(const char *src_path, const char *dst_path, const clb_convert_opts *o, clb_convert_report *rep);
 

@@ -4,9 +4,10 @@
 #include <math.h>
 
 #include "moe/router.h"
+#include "core/common.h"
 #include "model/model.h"
 
-void clb_route(const clb_router_cfg *c, const float *logits, float *scratch, int *sel, float *w) {
+int clb_route(const clb_router_cfg *c, const float *logits, float *scratch, int *sel, float *w) {
     const int n = c->n_expert;
     float *score = scratch;      /* [n] routing probabilities */
     float *choice = scratch + n; /* [n] scores used for selection */
@@ -26,8 +27,8 @@ void clb_route(const clb_router_cfg *c, const float *logits, float *scratch, int
     for (int i = 0; i < n; i++) choice[i] = score[i] + (c->bias ? c->bias[i] : 0.0f);
 
     if (c->n_group > 1 && c->topk_group > 0 && c->topk_group < c->n_group && n % c->n_group == 0) {
-        /* group score: sum of the two best (with a correction bias, as DeepSeek-V3's
-           noaux_tc) or the best choice score (DeepSeek-V2's group_limited_greedy) */
+        /* group score: the sum of its two best choice scores (DeepSeek-V3's noaux_tc) or its
+           best one (DeepSeek-V2's group_limited_greedy) */
         const int per = n / c->n_group;
         float gscore[256];
         bool keep[256] = {false};
@@ -41,7 +42,7 @@ void clb_route(const clb_router_cfg *c, const float *logits, float *scratch, int
                     b2 = choice[i];
                 }
             }
-            gscore[g] = c->bias ? b1 + (per > 1 ? b2 : 0) : b1;
+            gscore[g] = c->group_score ? b1 + (per > 1 ? b2 : 0) : b1;
         }
         for (int k = 0; k < c->topk_group; k++) {
             int best = -1;
@@ -50,11 +51,13 @@ void clb_route(const clb_router_cfg *c, const float *logits, float *scratch, int
             keep[best] = true;
         }
         for (int i = 0; i < n; i++)
-            if (!keep[i / per]) choice[i] = c->bias ? 0.0f : -FLT_MAX;
+            if (!keep[i / per]) choice[i] = 0.0f; /* as the HF code masks them */
     }
 
     /* top-k by selection score: k is small, a partial selection sort is fastest */
-    for (int k = 0; k < c->k; k++) {
+    int k_sel = c->k;
+    if (c->top_p > 0) k_sel = c->k_max > 0 ? CLB_MIN(c->k_max, n) : n;
+    for (int k = 0; k < k_sel; k++) {
         int best = -1;
         for (int i = 0; i < n; i++) {
             bool taken = false;
@@ -65,12 +68,28 @@ void clb_route(const clb_router_cfg *c, const float *logits, float *scratch, int
         sel[k] = best;
         w[k] = score[best];
     }
+    int k_used = k_sel;
+    if (c->top_p > 0) {
+        /* the routing probabilities: softmax scores as they are, sigmoid scores normalised */
+        double total = 0, acc = 0;
+        for (int i = 0; i < n; i++) total += score[i];
+        int kmin = c->k_min > 0 ? CLB_MIN(c->k_min, k_sel) : 1;
+        k_used = k_sel;
+        for (int k = 0; k < k_sel; k++) {
+            acc += w[k];
+            if (k + 1 >= kmin && acc >= c->top_p * total) {
+                k_used = k + 1;
+                break;
+            }
+        }
+    }
     if (c->norm_topk) {
         double sum = 0;
-        for (int k = 0; k < c->k; k++) sum += w[k];
+        for (int k = 0; k < k_used; k++) sum += w[k];
         if (sum > 0)
-            for (int k = 0; k < c->k; k++) w[k] = (float)(w[k] / sum);
+            for (int k = 0; k < k_used; k++) w[k] = (float)(w[k] / sum);
     }
     if (c->scale != 0 && c->scale != 1.0f)
-        for (int k = 0; k < c->k; k++) w[k] *= c->scale;
+        for (int k = 0; k < k_used; k++) w[k] *= c->scale;
+    return k_used;
 }

@@ -47,4 +47,23 @@ void clb_matmul(const clb_mm_ctx *c, const clb_weight *w, const float *x, int64_
 void clb_matmul2(const clb_mm_ctx *c, const clb_weight *w1, const clb_weight *w2, const float *x,
                  int64_t x_stride, int n_tok, float *y1, float *y2, int64_t y_stride);
 
+/* Many products in one parallel dispatch (the routed experts of a layer): the rows of all
+   jobs are split over the threads together, so a layer's experts cost one barrier. Each
+   job's activations must already be in its weight's activation format (clb_mm_convert). */
+typedef struct clb_mm_job {
+    const clb_weight *w;
+    const uint8_t *xq;  /* n_tok rows, xq_stride bytes apart */
+    uint64_t xq_stride;
+    int n_tok;
+    float *y;           /* [n_tok][y_stride] */
+    int64_t y_stride;
+} clb_mm_job;
+void clb_matmul_jobs(const clb_mm_ctx *c, const clb_mm_job *jobs, int n_jobs);
+/* Converts n rows of x (x_stride floats apart, cols each) to the activation format of weight
+   dtype `dtype` at dst; returns the rows (x itself for f32 activations) and their stride.
+   Bytes needed at dst: n * clb_mm_convert_stride(dtype, cols). */
+const uint8_t *clb_mm_convert(const clb_mm_ctx *c, void *dst, int dtype, int64_t cols, const float *x,
+                              int64_t x_stride, int n, uint64_t *stride);
+uint64_t clb_mm_convert_stride(int dtype, int64_t cols);
+
 #endif

@@ -80,9 +80,35 @@ static void test_sigmoid_bias_groups(void **state) {
     /* with the bias, group score = sum of the two best choices: g0 1.231, g1 2.650;
        experts outside the kept groups get choice 0 (as DeepSeek-V3 masks them) */
     c.bias = bias;
+    c.group_score = 1;
     route(&c, lg, sel, w);
     assert_int_equal(sel[0], 3);
     assert_int_equal(sel[1], 2);
+}
+
+static void test_top_p(void **state) {
+    (void)state;
+    /* probabilities .5, .25, .125, .125: p = .7 needs 2 experts, p = .8 needs 3 */
+    const float lg[4] = {logf(4.0f), logf(2.0f), 0.0f, 0.0f};
+    clb_router_cfg c = {.n_expert = 4, .k = 2, .score = CLB_SCORE_SOFTMAX, .norm_topk = false, .top_p = 0.7f};
+    int sel[4];
+    float w[4], scratch[8];
+    assert_int_equal(clb_route(&c, lg, scratch, sel, w), 2);
+    c.top_p = 0.8f;
+    assert_int_equal(clb_route(&c, lg, scratch, sel, w), 3);
+    assert_int_equal(sel[2], 2);
+    c.k_max = 2; /* bounded above */
+    assert_int_equal(clb_route(&c, lg, scratch, sel, w), 2);
+    c.k_max = 0;
+    c.top_p = 0.4f;
+    c.k_min = 2; /* and below */
+    assert_int_equal(clb_route(&c, lg, scratch, sel, w), 2);
+    c.k_min = 0;
+    assert_int_equal(clb_route(&c, lg, scratch, sel, w), 1);
+    c.norm_topk = true; /* renormalised over the dynamic set */
+    c.top_p = 0.7f;
+    assert_int_equal(clb_route(&c, lg, scratch, sel, w), 2);
+    assert_float_equal(w[0], 2.0f / 3.0f, 1e-6);
 }
 
 int main(void) {
@@ -90,6 +116,7 @@ int main(void) {
         cmocka_unit_test(test_softmax_topk_renorm),
         cmocka_unit_test(test_temperature),
         cmocka_unit_test(test_sigmoid_bias_groups),
+        cmocka_unit_test(test_top_p),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
