@@ -178,18 +178,20 @@ static void swiglu(colibri_engine_t *e, const clb_weight *g, const clb_weight *u
    store may ignore them, and they never change what is computed. */
 static void moe_prefetch(colibri_engine_t *e, int l, int n) {
     const clb_hparams *hp = e->hp;
-    const int ne = hp->n_expert, k = e->router.k, nl = l + 1;
+    const int ne = hp->n_expert, kc = e->k_cap, nl = l + 1;
     clb_expert_store *st = e->model->store;
     if (e->la_layer == l) {
-        uint64_t hit = 0;
-        for (int t = 0; t < n; t++)
-            for (int s = 0; s < k; s++)
-                for (int j = 0; j < k; j++)
-                    if (e->sel[t * ne + s] == e->la_sel[t * ne + j]) {
+        uint64_t hit = 0, all = 0;
+        for (int t = 0; t < n; t++) {
+            all += (uint64_t)e->tok_k[t];
+            for (int s = 0; s < e->tok_k[t]; s++)
+                for (int j = 0; j < e->la_k[t]; j++)
+                    if (e->sel[t * kc + s] == e->la_sel[t * ne + j]) {
                         hit++;
                         break;
                     }
-        clb_store_note_recall(st, l, hit, (uint64_t)n * (uint64_t)k);
+        }
+        clb_store_note_recall(st, l, hit, all);
     }
     e->la_layer = -1;
     for (int x = 0; x < ne; x++)
@@ -200,70 +202,106 @@ static void moe_prefetch(colibri_engine_t *e, int l, int n) {
     clb_router_cfg rc = e->router;
     rc.bias = N->router_bias.data;
     for (int t = 0; t < n; t++) {
-        clb_route(&rc, e->la_logits + (int64_t)t * ne, e->r_scratch, e->la_sel + t * ne, e->la_w + t * ne);
-        for (int s = 0; s < k; s++) clb_store_request(st, nl, e->la_sel[t * ne + s], CLB_PRIO_LOOKAHEAD);
+        e->la_k[t] = clb_route(&rc, e->la_logits + (int64_t)t * ne, e->r_scratch, e->la_sel + t * ne, e->la_w + t * ne);
+        for (int s = 0; s < e->la_k[t]; s++) clb_store_request(st, nl, e->la_sel[t * ne + s], CLB_PRIO_LOOKAHEAD);
     }
     e->la_layer = nl;
 }
 
+/* Routed experts for a batch: route every token, group the (token, slot) assignments by
+   expert, then run the gate and up projections of every selected expert in one parallel
+   dispatch, SwiGLU, and every down projection in a second one. Each expert's weights
+   stream once per batch (batch union); experts of any dtype mix share the dispatches. */
 static int moe(colibri_engine_t *e, const clb_layer *L, int l, int n) {
     const clb_hparams *hp = e->hp;
-    const int64_t E = hp->n_embd;
-    const int ne = hp->n_expert, k = e->router.k;
+    const int64_t E = hp->n_embd, ff = hp->n_ff_exp;
+    const int ne = hp->n_expert, kc = e->k_cap;
     /* 1. route every token */
     clb_matmul(&e->mm, &L->router, e->xn, E, n, e->r_logits, ne);
     clb_router_cfg rc = e->router;
     rc.bias = L->router_bias.data;
     memset(e->e_count, 0, sizeof(int) * (size_t)ne);
     for (int t = 0; t < n; t++) {
-        clb_route(&rc, e->r_logits + (int64_t)t * ne, e->r_scratch, e->sel + t * ne, e->sel_w + t * ne);
-        for (int s = 0; s < k; s++) e->e_count[e->sel[t * ne + s]]++;
+        e->tok_k[t] = clb_route(&rc, e->r_logits + (int64_t)t * ne, e->r_scratch, e->sel + t * kc, e->sel_w + t * kc);
+        for (int s = 0; s < e->tok_k[t]; s++) e->e_count[e->sel[t * kc + s]]++;
     }
-    /* 2. group (token, slot) assignments by expert: each expert runs once per batch */
+    /* 2. assignments grouped by expert */
     e->e_start[0] = 0;
     for (int x = 0; x < ne; x++) e->e_start[x + 1] = e->e_start[x] + e->e_count[x];
     memset(e->e_count, 0, sizeof(int) * (size_t)ne);
     for (int t = 0; t < n; t++)
-        for (int s = 0; s < k; s++) {
-            int x = e->sel[t * ne + s], at = e->e_start[x] + e->e_count[x]++;
-            e->e_tok[at] = t;
-            e->e_slot[at] = s;
+        for (int s = 0; s < e->tok_k[t]; s++) {
+            int x = e->sel[t * kc + s], a = e->e_start[x] + e->e_count[x]++;
+            e->e_tok[a] = t;
+            e->e_asg[t * kc + s] = a;
         }
+    /* expert memory hierarchy: hints to the store (batch union, lookahead), then experts
+       [g0, g1) in groups the store can hold pinned at once (one group unless the pool is
+       small); every output element is computed the same way whatever the grouping */
     if (e->lookahead) moe_prefetch(e, l, n);
-    /* 3. run each selected expert on its tokens: those already in memory first (pass 0),
-       so the others keep loading meanwhile; each output slot is independent of the order */
-    for (int pass = 0; pass < 2; pass++)
-    for (int x = 0; x < ne; x++) {
-        int cnt = e->e_count[x];
-        if (cnt <= 0) continue; /* none, or done in pass 0 (marked negative) */
-        if (pass == 0 && !(e->lookahead && clb_store_is_resident(e->model->store, l, x))) continue;
-        e->e_count[x] = -cnt;
+    const int cap = clb_store_max_pinned(e->model->store);
+    int st = COLIBRI_OK;
+    for (int g0 = 0, g1 = 0; g0 < ne && !st; g0 = g1) {
+    for (int used = 0; g1 < ne && (!e->e_count[g1] || used < cap); g1++) used += e->e_count[g1] > 0;
+    /* 3. acquire the selected experts, gather and convert their inputs */
+    int nj = 0;
+    uint8_t *q = e->mm.qbuf;
+    for (int x = g0; x < g1 && !st; x++) {
+        const int cnt = e->e_count[x], a0 = e->e_start[x];
+        if (!cnt) continue;
         if (l < COLIBRI_STATS_MAX_LAYERS) e->stats.expert_counts[l][x] += (uint32_t)cnt;
-        const clb_expert_w *w;
-        int st = clb_store_acquire(e->model->store, l, x, &w);
-        if (st) return st;
+        if ((st = clb_store_acquire(e->model->store, l, x, &e->e_w[x]))) break;
         for (int i = 0; i < cnt; i++)
-            memcpy(e->xe + i * E, e->xn + (int64_t)e->e_tok[e->e_start[x] + i] * E, sizeof(float) * (size_t)E);
-        swiglu(e, &w->gate, &w->up, &w->down, e->xe, cnt, e->xe);
-        clb_store_release(e->model->store, l, x);
-        for (int i = 0; i < cnt; i++) {
-            int a = e->e_start[x] + i;
-            memcpy(e->slot_out + ((int64_t)e->e_tok[a] * ne + e->e_slot[a]) * E, e->xe + i * E,
-                   sizeof(float) * (size_t)E);
+            memcpy(e->xe + (a0 + i) * E, e->xn + (int64_t)e->e_tok[a0 + i] * E, sizeof(float) * (size_t)E);
+        const clb_expert_w *w = e->e_w[x];
+        uint64_t stride;
+        const uint8_t *xq = clb_mm_convert(&e->mm, q, w->gate.dtype, E, e->xe + a0 * E, E, cnt, &stride);
+        if (xq == q) q += stride * (uint64_t)cnt;
+        e->jobs[nj++] = (clb_mm_job){&w->gate, xq, stride, cnt, e->ff_g + a0 * ff, ff};
+        uint64_t stride_u = stride;
+        const uint8_t *xu = xq;
+        if (clb_type(w->up.dtype)->vec_dot_type != clb_type(w->gate.dtype)->vec_dot_type) {
+            xu = clb_mm_convert(&e->mm, q, w->up.dtype, E, e->xe + a0 * E, E, cnt, &stride_u);
+            if (xu == q) q += stride_u * (uint64_t)cnt;
         }
+        e->jobs[nj++] = (clb_mm_job){&w->up, xu, stride_u, cnt, e->ff_u + a0 * ff, ff};
     }
-    for (int x = 0; x < ne; x++) e->e_count[x] = -e->e_count[x];
+    if (!st) {
+        const int a_lo = e->e_start[g0], a_n = e->e_start[g1] - a_lo;
+        clb_matmul_jobs(&e->mm, e->jobs, nj);
+        clb_silu_mul(e->ff_g + (int64_t)a_lo * ff, e->ff_u + (int64_t)a_lo * ff, (int64_t)a_n * ff);
+        /* 4. the down projections, into xe (the inputs are consumed) */
+        nj = 0;
+        q = e->mm.qbuf;
+        for (int x = g0; x < g1; x++) {
+            const int cnt = e->e_count[x], a0 = e->e_start[x];
+            if (!cnt) continue;
+            const clb_weight *d = &e->e_w[x]->down;
+            uint64_t stride;
+            const uint8_t *hq = clb_mm_convert(&e->mm, q, d->dtype, ff, e->ff_g + a0 * ff, ff, cnt, &stride);
+            if (hq == q) q += stride * (uint64_t)cnt;
+            e->jobs[nj++] = (clb_mm_job){d, hq, stride, cnt, e->xe + a0 * E, E};
+        }
+        clb_matmul_jobs(&e->mm, e->jobs, nj);
+    }
+    for (int x = g0; x < g1; x++)
+        if (e->e_count[x] && e->e_w[x]) {
+            clb_store_release(e->model->store, l, x);
+            e->e_w[x] = NULL;
+        }
+    } /* expert groups */
     if (e->lookahead) clb_store_layer_done(e->model->store, l);
-    /* 4. weighted sum in selection order (fixed per token, whatever the batch) */
+    if (st) return st;
+    /* 5. weighted sum in selection order (fixed per token, whatever the batch) */
     for (int t = 0; t < n; t++) {
         float *o = e->ffn_out + t * E;
         memset(o, 0, sizeof(float) * (size_t)E);
-        for (int s = 0; s < k; s++) {
-            const float wgt = e->sel_w[t * ne + s], *y = e->slot_out + ((int64_t)t * ne + s) * E;
+        for (int s = 0; s < e->tok_k[t]; s++) {
+            const float wgt = e->sel_w[t * kc + s], *y = e->xe + (int64_t)e->e_asg[t * kc + s] * E;
             for (int64_t i = 0; i < E; i++) o[i] += wgt * y[i];
         }
     }
-    /* 5. shared expert(s) */
+    /* 6. shared expert(s) */
     if (L->sh_gate.data) {
         swiglu(e, &L->sh_gate, &L->sh_up, &L->sh_down, e->xn, n, e->xe);
         float *g = e->r_logits; /* [n] gate logits; the router logits are consumed */
