@@ -46,6 +46,20 @@ static const clb_arch_desc ARCHS[] = {
         .gguf_rope = CLB_ROPE_NORM,
     },
     {
+        .name = "qwen2",
+        .hf_arch = {"Qwen2ForCausalLM"},
+        .hf_model_type = {"qwen2"},
+        .gguf_arch = "qwen2",
+        .qkv_bias = true,
+    },
+    {
+        .name = "qwen3",
+        .hf_arch = {"Qwen3ForCausalLM"},
+        .hf_model_type = {"qwen3"},
+        .gguf_arch = "qwen3",
+        .qk_norm = CLB_QKNORM_HEAD,
+    },
+    {
         .name = "mixtral",
         .hf_arch = {"MixtralForCausalLM"},
         .hf_model_type = {"mixtral"},

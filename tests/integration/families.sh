@@ -58,6 +58,47 @@ case_ granite --family granitemoe --seed 28 --layers 2 --hidden 64 --heads 4 --k
 case_ llama-hd --family llama --seed 29 --layers 2 --hidden 64 --heads 4 --kv-heads 1 --head-dim 24 --ff 96 \
     --vocab 160 --tie 1 --rope-scaling '{"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 64}' --max-pos 512
 
+# dense Qwen2 (q/k/v biases) and Qwen3 (per-head q/k norm): derived from a generated llama
+# by renaming the architecture and adding the tensors the family has
+derive() { # SRC DST ARCH MODEL_TYPE KIND
+    "$PYTHON" - "$@" <<'PY'
+import json, sys, numpy as np
+sys.path.insert(0, sys.argv[6])
+import safetensors_np as st
+src, dst, arch, mt, kind = sys.argv[1:6]
+t = st.load_dir(src); t = t[0] if isinstance(t, tuple) else t
+c = json.load(open(src + '/config.json'))
+rng = np.random.default_rng(7)
+hd = c.get('head_dim') or c['hidden_size'] // c['num_attention_heads']
+for L in range(c['num_hidden_layers']):
+    p = 'model.layers.%d.self_attn.' % L
+    if kind == 'bias':
+        for n in ('q', 'k', 'v'):
+            t[p + n + '_proj.bias'] = (0.1 * rng.standard_normal(t[p + n + '_proj.weight'].shape[0])).astype(np.float32)
+    else:
+        for n in ('q', 'k'):
+            t[p + n + '_norm.weight'] = (1 + 0.1 * rng.standard_normal(hd)).astype(np.float32)
+c['architectures'] = [arch]; c['model_type'] = mt
+c.pop('attention_bias', None)
+import os; os.makedirs(dst, exist_ok=True)
+st.save(dst + '/model.safetensors', t); json.dump(c, open(dst + '/config.json', 'w'))
+open(dst + '/tokens.txt', 'w').write(open(src + '/tokens.txt').read())
+PY
+}
+for fam in qwen2:Qwen2ForCausalLM:bias qwen3:Qwen3ForCausalLM:norm; do
+    name=${fam%%:*}; rest=${fam#*:}; arch=${rest%%:*}; kind=${rest#*:}
+    dir="$WORK/$name"
+    echo "== $name (dense, derived from llama-hd)"
+    derive "$WORK/llama-hd" "$dir" "$arch" "$name" "$kind" "$REF" || { fail "$name: derive failed"; continue; }
+    toks=$(csv "$(cat "$dir/tokens.txt")")
+    "$PYTHON" "$REF/hf_ref.py" "$dir" --tokens "$toks" --out "$WORK/$name.ref" --greedy $NGEN >"$WORK/$name.ref.ids" \
+        || { fail "$name: hf_ref failed"; continue; }
+    colibri_run "$WORK/$name.ids" -m "$dir" --tokens "$toks" -n $NGEN --dump-logits "$WORK/$name.logits" || continue
+    check "$PYTHON" "$REF/compare.py" logits "$WORK/$name.logits" "$WORK/$name.ref" --vocab 160 \
+        --max-rel-row "$TOL" --min-argmax 1 --label "$name vs hf_ref"
+    check "$PYTHON" "$REF/compare.py" greedy "$WORK/$name.ids" "$WORK/$name.ref.ids" --label "$name greedy"
+done
+
 # unsupported options are refused by name
 rm -rf "$WORK/bad"; cp -r "$WORK/olmoe" "$WORK/bad"
 sed -i 's/"hidden_act": "silu"/"hidden_act": "gelu"/' "$WORK/bad/config.json"
