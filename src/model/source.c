@@ -191,7 +191,10 @@ int clb_source_open(const char *path, clb_source *out) {
         rc = open_hf(path, out);
     } else {
         clb_map m;
-        if ((rc = clb_map_open(path, &m))) return rc;
+        if ((rc = clb_map_open(path, &m))) {
+            clb_source_close(out);
+            return rc;
+        }
         char magic[8] = {0};
         if (m.size >= 8) memcpy(magic, m.data, 8);
         clb_map_close(&m);
