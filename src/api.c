@@ -165,7 +165,7 @@ colibri_engine_t *colibri_init_params(const char *model_path, const colibri_para
         if (p.moe_top_p > 0) kc = CLB_MAX(kc, p.moe_k_max > 0 ? p.moe_k_max : hp->n_expert);
         e->k_cap = CLB_MIN(kc, hp->n_expert);
     }
-    if (clb_rope_init(&e->rope, hp)) goto fail;
+    if (clb_rope_init(&e->rope, hp, e->model->rope_freqs.data)) goto fail;
     e->pool = clb_pool_create(e->n_threads);
     if (!e->pool) {
         clb_err(COLIBRI_ERR_NOMEM, "cannot start %d threads", e->n_threads);

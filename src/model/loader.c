@@ -192,6 +192,9 @@ int clb_model_load(const char *path, clb_model **out) {
     } else if ((rc = bind(&b, "output.weight", hp->n_vocab, hp->n_embd, REQUIRED, false, &m->output))) {
         goto fail;
     }
+    if (hp->rope_scaling == CLB_ROPE_SCALING_FREQS &&
+        (rc = bind(&b, "rope_freqs.weight", 1, hp->n_rot / 2, REQUIRED, true, &m->rope_freqs)))
+        goto fail;
     for (int l = 0; l < hp->n_layer; l++)
         if ((rc = bind_layer(&b, l))) goto fail;
     for (int i = 0; i < m->src.n_tensors; i++) {

@@ -13,6 +13,7 @@ typedef struct clb_model {
     clb_weight tok_embd;    /* [n_vocab][n_embd] */
     clb_weight output_norm; /* [n_embd] f32 */
     clb_weight output;      /* [n_vocab][n_embd] (tok_embd when tied) */
+    clb_weight rope_freqs;  /* [n_rot / 2] f32 frequency divisors (CLB_ROPE_SCALING_FREQS) */
     clb_layer *layers;      /* [n_layer] */
     clb_expert_store *store;
     struct clb_owned *owned; /* buffers the model owns (f32 copies of f16/bf16 vectors, ...) */

@@ -26,7 +26,8 @@ typedef enum {
     CLB_ROPE_SCALING_LINEAR = 1,
     CLB_ROPE_SCALING_DYNAMIC = 2,
     CLB_ROPE_SCALING_YARN = 3,
-    CLB_ROPE_SCALING_LLAMA3 = 4
+    CLB_ROPE_SCALING_LLAMA3 = 4,
+    CLB_ROPE_SCALING_FREQS = 5 /* per-pair divisors in the tensor rope_freqs.weight (GGUF llama3) */
 } clb_rope_scaling;
 
 #define CLB_MAX_LAYERS 1024

@@ -70,7 +70,7 @@ static int hparams_from_gguf(const clb_gguf *g, const char *arch, clb_hparams *h
     geti(g, arch, "context_length", 2048, &hp->max_pos);
     int hd = hp->n_head > 0 ? hp->n_embd / hp->n_head : 0;
     geti(g, arch, "attention.key_length", hd, &hp->head_dim);
-    geti(g, arch, "attention.value_length", hp->head_dim, &hp->head_dim_v);
+    geti(g, arch, "attention.value_length", hd, &hp->head_dim_v); /* llama.cpp's default: n_embd / n_head */
     geti(g, arch, "rope.dimension_count", hp->head_dim, &hp->n_rot);
     getf(g, arch, "rope.freq_base", 10000.0f, &hp->rope_theta);
     getf(g, arch, "attention.layer_norm_rms_epsilon", 1e-5f, &hp->norm_eps);
@@ -114,7 +114,9 @@ static int hparams_from_gguf(const clb_gguf *g, const char *arch, clb_hparams *h
     int rc = COLIBRI_OK;
     if (rs && strcmp(rs, "none") != 0) {
         getf(g, arch, "rope.scaling.factor", 1.0f, &hp->rope_factor);
-        getf(g, arch, "rope.scaling.original_context_length", (float)hp->max_pos, &hp->rope_orig_ctx);
+        int orig = hp->max_pos; /* written as an integer by llama.cpp */
+        geti(g, arch, "rope.scaling.original_context_length", hp->max_pos, &orig);
+        hp->rope_orig_ctx = (float)orig;
         if (strcmp(rs, "linear") == 0) {
             hp->rope_scaling = CLB_ROPE_SCALING_LINEAR;
         } else if (strcmp(rs, "yarn") == 0) {
@@ -130,8 +132,30 @@ static int hparams_from_gguf(const clb_gguf *g, const char *arch, clb_hparams *h
             rc = clb_err(COLIBRI_ERR_UNSUPPORTED, "%s: rope scaling '%s' is not supported", path, rs);
         }
     }
+    if (!rs) { /* no type: llama.cpp applies a linear factor when one is given */
+        float lf = 0;
+        getf(g, arch, "rope.scaling.factor", 0.0f, &lf);
+        if (lf == 0) getf(g, arch, "rope.scale_linear", 0.0f, &lf);
+        if (lf > 0 && lf != 1.0f) {
+            hp->rope_scaling = CLB_ROPE_SCALING_LINEAR;
+            hp->rope_factor = lf;
+        }
+    }
     clb_free(rs);
     if (rc) return rc;
+    /* Llama-3 rope scaling arrives as per-pair frequency divisors in rope_freqs.weight */
+    if (clb_gguf_find_tensor(g, "rope_freqs.weight")) {
+        if (hp->rope_scaling != CLB_ROPE_SCALING_NONE)
+            return clb_err(COLIBRI_ERR_UNSUPPORTED, "%s: rope_freqs.weight together with rope scaling type %d", path,
+                           hp->rope_scaling);
+        hp->rope_scaling = CLB_ROPE_SCALING_FREQS;
+    }
+    snprintf(key, sizeof key, "%s.attention.key_length_mla", arch);
+    if (clb_gguf_find(g, key))
+        return clb_err(COLIBRI_ERR_UNSUPPORTED,
+                       "%s: this DeepSeek GGUF uses the split MLA layout (attn_k_b / attn_v_b, %s), which is not "
+                       "supported; convert the Hugging Face model, or use a file written before that layout",
+                       path, key);
     if (hp->attn_kind == CLB_ATTN_MLA) {
         hp->attn_mult = 1.0f / sqrtf((float)hp->head_dim);
         if (hp->rope_scaling == CLB_ROPE_SCALING_YARN && hp->rope_mscale_all_dim != 0 && hp->rope_factor > 1) {

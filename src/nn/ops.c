@@ -34,7 +34,7 @@ static double yarn_find_dim(double n_rot_rotations, int dim, double base, double
 }
 static double yarn_mscale(double scale, double m) { return scale <= 1 ? 1.0 : 0.1 * m * log(scale) + 1.0; }
 
-int clb_rope_init(clb_rope *r, const clb_hparams *hp) {
+int clb_rope_init(clb_rope *r, const clb_hparams *hp, const float *freqs) {
     memset(r, 0, sizeof *r);
     r->n_rot = hp->n_rot;
     r->style = hp->rope_style;
@@ -45,6 +45,19 @@ int clb_rope_init(clb_rope *r, const clb_hparams *hp) {
     for (int i = 0; i < half; i++) r->inv_freq[i] = 1.0 / pow((double)hp->rope_theta, (2.0 * i) / hp->n_rot);
     switch (hp->rope_scaling) {
     case CLB_ROPE_SCALING_NONE: break;
+    case CLB_ROPE_SCALING_FREQS:
+        if (!freqs) {
+            clb_rope_free(r);
+            return clb_err(COLIBRI_ERR_FORMAT, "rope frequency factors missing");
+        }
+        for (int i = 0; i < half; i++) {
+            if (!(freqs[i] > 0)) {
+                clb_rope_free(r);
+                return clb_err(COLIBRI_ERR_FORMAT, "rope_freqs.weight[%d] = %g is not positive", i, (double)freqs[i]);
+            }
+            r->inv_freq[i] /= freqs[i];
+        }
+        break;
     case CLB_ROPE_SCALING_LINEAR:
         for (int i = 0; i < half; i++) r->inv_freq[i] /= hp->rope_factor;
         break;

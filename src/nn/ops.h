@@ -25,7 +25,8 @@ typedef struct clb_rope {
     double *inv_freq; /* [n_rot/2] */
     float attn_factor; /* multiplies cos/sin (YaRN mscale); 1 otherwise */
 } clb_rope;
-int clb_rope_init(clb_rope *r, const clb_hparams *hp);
+/* freqs: [n_rot/2] divisors for CLB_ROPE_SCALING_FREQS, else NULL */
+int clb_rope_init(clb_rope *r, const clb_hparams *hp, const float *freqs);
 void clb_rope_free(clb_rope *r);
 /* Rotates dims [offset, offset + n_rot) of each of n_heads vectors of length head_dim at pos. */
 void clb_rope_apply(const clb_rope *r, float *x, int n_heads, int head_dim, int offset, int pos);

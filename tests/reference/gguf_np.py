@@ -1,6 +1,19 @@
-"""Tiny GGUF v2/v3 reader (metadata + raw tensor bytes) for cross-checks in tests.
-Returns raw block bytes; dequantisation of Q8_0 / Q4_0 / F32 / F16 is provided."""
+"""Tiny GGUF v2/v3 reader and v3 writer (metadata + raw tensor bytes) for cross-checks in
+tests, plus a .colibri (docs/FORMAT.md) tensor reader. Returns raw block bytes;
+dequantisation of Q8_0 / Q4_0 / F32 / F16 is provided.
+
+CLI (exit status 1 on a difference, figures printed):
+  gguf_np.py diff A.gguf B.gguf [--prefix ARCH.] [--tensors]
+        every metadata key starting with --prefix (default: general.architecture + ".")
+        equal in type and value, and (--tensors) every tensor equal in name, type, ne, bytes
+  gguf_np.py colibri-bytes X.gguf Y.colibri
+        every GGUF tensor's bytes equal the .colibri tensor of the same name; a stacked
+        blk.L.ffn_{gate,up,down}_exps.weight is compared expert slice by expert slice with
+        blk.L.ffn_{gate,up,down}.E.weight
+"""
+import json
 import struct
+import sys
 
 import numpy as np
 
@@ -41,6 +54,12 @@ class _R:
 
 def read(path):
     """-> (kv dict, {name: {"type", "ne", "data" (bytes)}})"""
+    kv, _, out = read_typed(path)
+    return kv, out
+
+
+def read_typed(path):
+    """-> (kv dict, {key: value type (array: (9, element type))}, tensors as read())"""
     buf = open(path, "rb").read()
     r = _R(buf)
     if r.take(4) != b"GGUF":
@@ -49,10 +68,17 @@ def read(path):
     if ver not in (2, 3):
         raise ValueError(f"{path}: GGUF version {ver}")
     nt, nkv = r.u("<Q"), r.u("<Q")
-    kv = {}
+    kv, types = {}, {}
     for _ in range(nkv):
         k = r.s()
-        kv[k] = r.val(r.u("<I"))
+        t = r.u("<I")
+        if t == 9:
+            o = r.o
+            types[k] = (9, r.u("<I"))
+            r.o = o
+        else:
+            types[k] = t
+        kv[k] = r.val(t)
     infos = []
     for _ in range(nt):
         name = r.s()
@@ -69,7 +95,7 @@ def read(path):
         if start + off + size > len(buf):
             raise ValueError(f"{path}: tensor {name} out of bounds")
         out[name] = {"type": t, "ne": ne, "data": buf[start + off:start + off + size]}
-    return kv, out
+    return kv, types, out
 
 
 def blocks_q8_0(data):
@@ -100,3 +126,179 @@ def tensor_f32(t):
         d, q = blocks_q4_0(t["data"])
         return ((q.astype(np.float32) - 8) * d.astype(np.float32)[:, None]).reshape(shape)
     raise ValueError(f"type {t['type']} not supported here")
+
+
+# ---- writer ----------------------------------------------------------------------------
+# GGUF value types
+T_U8, T_I8, T_U16, T_I16, T_U32, T_I32, T_F32, T_BOOL, T_STR, T_ARR, T_U64, T_I64, T_F64 = range(13)
+ALIGN = 32
+
+
+def _str(s):
+    b = s.encode("utf-8")
+    return struct.pack("<Q", len(b)) + b
+
+
+def _val(t, v):
+    if t == T_STR:
+        return _str(v)
+    if t == T_BOOL:
+        return struct.pack("<B", 1 if v else 0)
+    if isinstance(t, tuple):  # (T_ARR, element type)
+        et = t[1]
+        out = [struct.pack("<IQ", et, len(v))]
+        if et == T_STR:
+            out += [_str(x) for x in v]
+        else:
+            out.append(np.asarray(v, dtype=_SCALAR[et]).tobytes())
+        return b"".join(out)
+    return struct.pack(_SCALAR[t], v)
+
+
+def write(path, kv, tensors):
+    """kv: list of (key, type, value), type a T_* or (T_ARR, element T_*), in file order;
+    tensors: list of (name, ndarray) written F32 (numpy shape reversed into ne), in order.
+    GGUF v3, alignment 32 (general.alignment is not written, as llama.cpp's writer)."""
+    head = [b"GGUF", struct.pack("<IQQ", 3, len(tensors), len(kv))]
+    for k, t, v in kv:
+        head.append(_str(k))
+        head.append(struct.pack("<I", t[0] if isinstance(t, tuple) else t))
+        head.append(_val(t, v))
+    blobs, off = [], 0
+    for name, a in tensors:
+        raw = np.ascontiguousarray(a, dtype="<f4").tobytes()
+        ne = list(reversed(a.shape))
+        head.append(_str(name) + struct.pack("<I", len(ne)) + struct.pack(f"<{len(ne)}Q", *ne)
+                    + struct.pack("<IQ", GGML_F32, off))
+        pad = (-len(raw)) % ALIGN
+        blobs.append(raw + b"\0" * pad)
+        off += len(raw) + pad
+    h = b"".join(head)
+    h += b"\0" * ((-len(h)) % ALIGN)
+    with open(path, "wb") as f:
+        f.write(h)
+        for b in blobs:
+            f.write(b)
+
+
+# ---- .colibri tensors (docs/FORMAT.md) ---------------------------------------------------
+
+def read_colibri(path):
+    """-> (metadata JSON, {name: {"dtype", "shape", "data" (bytes)}})"""
+    buf = open(path, "rb").read()
+    if len(buf) < 128 or buf[:8] != b"COLIBRI\0":
+        raise ValueError(f"{path}: not a .colibri file")
+    meta_off, meta_size, data_off, data_size = struct.unpack("<QQQQ", buf[16:48])
+    if meta_off + meta_size > len(buf) or data_off + data_size > len(buf) or meta_size < 8:
+        raise ValueError(f"{path}: truncated")
+    (jl,) = struct.unpack("<Q", buf[meta_off:meta_off + 8])
+    meta = json.loads(buf[meta_off + 8:meta_off + 8 + jl].decode("utf-8"))
+    out = {}
+    for t in meta["tensors"]:
+        a, n = data_off + t["offset"], t["size"]
+        if a + n > data_off + data_size:
+            raise ValueError(f"{path}: tensor {t['name']} out of bounds")
+        out[t["name"]] = {"dtype": t["dtype"], "shape": t["shape"], "data": buf[a:a + n]}
+    return meta, out
+
+
+_STACKED = ("ffn_gate_exps", "ffn_up_exps", "ffn_down_exps")
+
+
+def _cli_colibri_bytes(gguf_path, col_path):
+    _, gt = read(gguf_path)
+    _, ct = read_colibri(col_path)
+    bad, n_dense, n_slices, nbytes = [], 0, 0, 0
+    for name, t in gt.items():
+        parts = name.split(".")
+        if len(parts) == 4 and parts[0] == "blk" and parts[2] in _STACKED and parts[3] == "weight":
+            n_exp = t["ne"][2]
+            sl = len(t["data"]) // n_exp
+            for e in range(n_exp):
+                cname = f"blk.{parts[1]}.{parts[2][:-5]}.{e}.weight"
+                c = ct.get(cname)
+                if c is None:
+                    bad.append(f"{cname}: missing from {col_path}")
+                elif c["data"] != t["data"][e * sl:(e + 1) * sl]:
+                    bad.append(f"{cname}: bytes differ from {name} slice {e} ({len(c['data'])} vs {sl} bytes)")
+                elif list(c["shape"]) != [t["ne"][1], t["ne"][0]]:
+                    bad.append(f"{cname}: shape {c['shape']} vs ne {t['ne'][:2]}")
+                n_slices += 1
+                nbytes += sl
+            continue
+        c = ct.get(name)
+        if c is None:
+            bad.append(f"{name}: missing from {col_path}")
+        elif c["data"] != t["data"]:
+            bad.append(f"{name}: bytes differ ({c['dtype']} {len(c['data'])} vs GGUF type {t['type']} "
+                       f"{len(t['data'])} bytes)")
+        elif list(c["shape"]) != list(reversed(t["ne"])):
+            bad.append(f"{name}: shape {c['shape']} vs ne {t['ne']}")
+        n_dense += 1
+        nbytes += len(t["data"])
+    print(f"colibri-bytes {gguf_path} -> {col_path}: {n_dense} tensors + {n_slices} expert slices, "
+          f"{nbytes} bytes compared, {len(bad)} differences")
+    for b in bad[:20]:
+        print("  DIFF", b)
+    return 1 if bad else 0
+
+
+def _fmt(v):
+    if isinstance(v, list):
+        return f"[{len(v)} items]"
+    return repr(v)
+
+
+def _cli_diff(a_path, b_path, prefix, tensors):
+    akv, aty, at = read_typed(a_path)
+    bkv, bty, bt = read_typed(b_path)
+    if prefix is None:
+        prefix = akv.get("general.architecture", "") + "."
+    pref = ("general.architecture",) + tuple(p for p in prefix.split(",") if p)
+    keys = sorted({k for k in list(akv) + list(bkv) if k.startswith(pref)})
+    bad = []
+    for k in keys:
+        if k not in akv or k not in bkv:
+            bad.append(f"key {k}: only in {a_path if k in akv else b_path} ({_fmt(akv.get(k, bkv.get(k)))})")
+        elif aty[k] != bty[k] or akv[k] != bkv[k]:
+            bad.append(f"key {k}: {_fmt(akv[k])} (type {aty[k]}) vs {_fmt(bkv[k])} (type {bty[k]})")
+    nt = 0
+    if tensors:
+        for n in sorted(set(at) | set(bt)):
+            if n not in at or n not in bt:
+                bad.append(f"tensor {n}: only in {a_path if n in at else b_path}")
+                continue
+            x, y = at[n], bt[n]
+            if x["type"] != y["type"] or x["ne"] != y["ne"]:
+                bad.append(f"tensor {n}: type/ne {x['type']} {x['ne']} vs {y['type']} {y['ne']}")
+            elif x["data"] != y["data"]:
+                d = np.abs(tensor_f32(x).astype(np.float64) - tensor_f32(y).astype(np.float64)).max()
+                bad.append(f"tensor {n}: bytes differ (max abs {d:.3g})")
+            nt += 1
+    print(f"diff {a_path} {b_path}: {len(keys)} keys ({','.join(pref)}*), {nt} tensors compared, "
+          f"{len(bad)} differences")
+    for b in bad[:30]:
+        print("  DIFF", b)
+    return 1 if bad else 0
+
+
+def main(argv):
+    import argparse
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    d = sub.add_parser("diff")
+    d.add_argument("a")
+    d.add_argument("b")
+    d.add_argument("--prefix", help="comma-separated key prefixes (default: '<arch>.')")
+    d.add_argument("--tensors", action="store_true")
+    c = sub.add_parser("colibri-bytes")
+    c.add_argument("gguf")
+    c.add_argument("colibri")
+    a = ap.parse_args(argv)
+    if a.cmd == "diff":
+        return _cli_diff(a.a, a.b, a.prefix, a.tensors)
+    return _cli_colibri_bytes(a.gguf, a.colibri)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

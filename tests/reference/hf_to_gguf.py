@@ -1,0 +1,415 @@
+#!/usr/bin/python3
+"""hf_to_gguf.py — what llama.cpp's convert_hf_to_gguf.py writes for the families colibri
+supports, re-implemented in numpy (no torch, no gguf-py) so tests can produce GGUF files
+named and laid out exactly the way llama.cpp names them.
+
+  hf_to_gguf.py HF_DIR OUT.gguf [--effective-config OUT_CONFIG.json] [--name NAME]
+
+Every tensor is written F32 (convert_hf_to_gguf.py --outtype f32). The layout follows
+llama.cpp at commit c392e5094deaf2d1a7c18683214f007fad3fe42b (February 2025), the commit
+the fixtures in tests/fixtures were made with: in particular DeepSeek's attn_kv_b is stored
+unsplit (later converters split it into attn_k_b / attn_v_b) and head_count_kv is the
+config's num_key_value_heads. Qwen3-MoE did not exist at that commit; it is written as the
+later converter does (Qwen2MoeModel with architecture qwen3moe). The later converter's
+expert_group_count / expert_group_used_count (n_group / topk_group) are written too: at
+c392e50 group-limited routing was silently dropped.
+
+| HF class | general.architecture | notes |
+|---|---|---|
+| LlamaForCausalLM, MistralForCausalLM, MixtralForCausalLM | llama | Q/K rows permuted (LlamaModel.permute); experts w1/w3/w2 stacked as ffn_gate/up/down_exps; vocab_size, rope.dimension_count; linear rope scaling as keys, llama3 rope scaling as the rope_freqs.weight tensor |
+| Qwen2MoeForCausalLM | qwen2moe | expert_count, expert_feed_forward_length, expert_shared_feed_forward_length; *_shexp, ffn_gate_inp_shexp |
+| Qwen3MoeForCausalLM | qwen3moe | as qwen2moe; key_length / value_length from head_dim; per-head attn_q_norm / attn_k_norm |
+| OlmoeForCausalLM | olmoe | attention.layer_norm_rms_epsilon 1e-5; full-width attn_q_norm / attn_k_norm |
+| DeepseekV2ForCausalLM, DeepseekV3ForCausalLM | deepseek2 | leading_dense_block_count, q/kv_lora_rank, key_length = nope + rope, value_length, expert_shared_count, expert_weights_scale / _norm, expert_gating_func (1 softmax, 2 sigmoid), rope.dimension_count = qk_rope_head_dim, yarn keys incl. yarn_log_multiplier = 0.1 mscale_all_dim; MLA tensors attn_q or attn_q_a / attn_q_a_norm / attn_q_b, attn_kv_a_mqa, attn_kv_a_norm, attn_kv_b; exp_probs_b.bias |
+| GraniteMoeForCausalLM | granitemoe | llama keys (head_dim ignored) + attention.scale, embedding_scale, residual_scale, logit_scale; input_linear split into ffn_gate_exps / ffn_up_exps, output_linear = ffn_down_exps; Q/K permuted |
+
+What a GGUF cannot carry: llama.cpp hard-codes some semantics per architecture (qwen2moe
+and olmoe never renormalise the top-k weights, qwen3moe always does; olmoe has no
+clip_qkv; deepseek2 has no moe_layer_freq). Such config values are reported on stderr
+("note: ...") and --effective-config writes the config.json that describes what llama.cpp
+computes from the file (the value replaced by llama.cpp's), so a reference can be run on
+the same semantics. The tokenizer section is a minimal SentencePiece-style vocabulary
+(tokenizer.ggml.model "llama") of vocab_size tokens: <unk>, <s>, </s>, byte tokens when the
+vocabulary has room for all 256, then filler pieces.
+
+Deliberate differences from c392e50 (each changes nothing for real checkpoints):
+* llama3 rope factors take original_max_position_embeddings from rope_scaling (where HF
+  puts it; c392e50 looked at the top level of config.json and defaulted to 8192).
+* OLMoE: c392e50 adds attention.layer_norm_rms_epsilon = 1e-5 after the base class already
+  wrote the config's rms_norm_eps, a duplicate key its GGUFWriter rejects; here the
+  config's value is written (1e-5 when absent), which is the same for OLMoE checkpoints.
+* DeepSeek n_shared_experts null: written as expert_shared_count 0 (c392e50 fails).
+"""
+import argparse
+import json
+import math
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gguf_np as G  # noqa: E402
+import safetensors_np  # noqa: E402
+
+ARCH = {
+    "LlamaForCausalLM": "llama", "MistralForCausalLM": "llama", "MixtralForCausalLM": "llama",
+    "Qwen2MoeForCausalLM": "qwen2moe", "Qwen3MoeForCausalLM": "qwen3moe", "OlmoeForCausalLM": "olmoe",
+    "DeepseekV2ForCausalLM": "deepseek2", "DeepseekV3ForCausalLM": "deepseek2",
+    "GraniteMoeForCausalLM": "granitemoe",
+}
+
+# HF name (after "model.layers.N.") -> GGUF name (after "blk.N."); tensor_mapping.py facts
+LAYER_NAMES = {
+    "input_layernorm": "attn_norm",
+    "post_attention_layernorm": "ffn_norm",
+    "self_attn.q_proj": "attn_q",
+    "self_attn.k_proj": "attn_k",
+    "self_attn.v_proj": "attn_v",
+    "self_attn.o_proj": "attn_output",
+    "self_attn.q_norm": "attn_q_norm",
+    "self_attn.k_norm": "attn_k_norm",
+    "self_attn.q_a_proj": "attn_q_a",
+    "self_attn.q_a_layernorm": "attn_q_a_norm",
+    "self_attn.q_b_proj": "attn_q_b",
+    "self_attn.kv_a_proj_with_mqa": "attn_kv_a_mqa",
+    "self_attn.kv_a_layernorm": "attn_kv_a_norm",
+    "self_attn.kv_b_proj": "attn_kv_b",
+    "mlp.gate_proj": "ffn_gate",
+    "mlp.up_proj": "ffn_up",
+    "mlp.down_proj": "ffn_down",
+    "block_sparse_moe.gate": "ffn_gate_inp",
+    "block_sparse_moe.router.layer": "ffn_gate_inp",
+    "mlp.gate": "ffn_gate_inp",
+    "mlp.gate.e_score_correction": "exp_probs_b",
+    "mlp.shared_expert_gate": "ffn_gate_inp_shexp",
+    "mlp.shared_expert.gate_proj": "ffn_gate_shexp",
+    "mlp.shared_expert.up_proj": "ffn_up_shexp",
+    "mlp.shared_expert.down_proj": "ffn_down_shexp",
+    "mlp.shared_experts.gate_proj": "ffn_gate_shexp",
+    "mlp.shared_experts.up_proj": "ffn_up_shexp",
+    "mlp.shared_experts.down_proj": "ffn_down_shexp",
+    "block_sparse_moe.output_linear": "ffn_down_exps",
+}
+GLOBAL_NAMES = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight",
+                "lm_head.weight": "output.weight"}
+
+
+def note(msg):
+    print(f"hf_to_gguf: note: {msg}", file=sys.stderr)
+
+
+def permute(w, n_head, n_head_kv):
+    """LlamaModel.permute: within each head, rows (i, i + d/2) become adjacent (2i, 2i+1)."""
+    if n_head_kv is not None and n_head != n_head_kv:
+        n_head = n_head_kv
+    return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+class KV:
+    def __init__(self, arch):
+        self.arch = arch
+        self.items = []
+        self.keys = set()
+
+    def add(self, key, t, v):
+        key = key.replace("{arch}", self.arch)
+        if key in self.keys:
+            raise SystemExit(f"hf_to_gguf: duplicate key {key}")
+        self.keys.add(key)
+        self.items.append((key, t, v))
+
+    def u32(self, k, v):
+        self.add(k, G.T_U32, int(v))
+
+    def f32(self, k, v):
+        self.add(k, G.T_F32, float(v))
+
+
+def base_params(kv, c, ftype=0):
+    """Model.set_gguf_parameters (base class)."""
+    kv.u32("{arch}.block_count", c["num_hidden_layers"])
+    if c.get("max_position_embeddings") is not None:
+        kv.u32("{arch}.context_length", c["max_position_embeddings"])
+    kv.u32("{arch}.embedding_length", c["hidden_size"])
+    if c.get("intermediate_size") is not None:
+        kv.u32("{arch}.feed_forward_length", c["intermediate_size"])
+    kv.u32("{arch}.attention.head_count", c["num_attention_heads"])
+    if c.get("num_key_value_heads") is not None:
+        kv.u32("{arch}.attention.head_count_kv", c["num_key_value_heads"])
+    if c.get("rope_theta") is not None:
+        kv.f32("{arch}.rope.freq_base", c["rope_theta"])
+    if c.get("rms_norm_eps") is not None:
+        kv.f32("{arch}.attention.layer_norm_rms_epsilon", c["rms_norm_eps"])
+    if c.get("num_local_experts") is not None:
+        kv.u32("{arch}.expert_count", c["num_local_experts"])
+    if c.get("num_experts_per_tok") is not None:
+        kv.u32("{arch}.expert_used_count", c["num_experts_per_tok"])
+    if c.get("n_group") is not None:  # later converters
+        kv.u32("{arch}.expert_group_count", c["n_group"])
+    if c.get("topk_group") is not None:
+        kv.u32("{arch}.expert_group_used_count", c["topk_group"])
+    if c.get("head_dim") is not None:
+        kv.u32("{arch}.attention.key_length", c["head_dim"])
+        kv.u32("{arch}.attention.value_length", c["head_dim"])
+    kv.u32("general.file_type", ftype)
+
+
+def rope_type(rs):
+    return (rs.get("rope_type") or rs.get("type") or "").lower() if isinstance(rs, dict) else ""
+
+
+def llama_params(kv, c):
+    """LlamaModel.set_gguf_parameters (llama, mixtral, granite)."""
+    kv.u32("{arch}.vocab_size", c["vocab_size"])
+    rope_dim = c["head_dim"] if "head_dim" in c else c["hidden_size"] // c["num_attention_heads"]
+    kv.u32("{arch}.rope.dimension_count", rope_dim)
+    rs = c.get("rope_scaling")
+    rt = rope_type(rs)
+    if rt == "linear" and "factor" in rs:
+        kv.add("{arch}.rope.scaling.type", G.T_STR, "linear")
+        kv.f32("{arch}.rope.scaling.factor", rs["factor"])
+    elif rt not in ("", "default", "linear", "llama3"):
+        note(f"rope_scaling type '{rt}' is not written by llama.cpp's converter for this family (dropped)")
+
+
+def llama3_rope_freqs(c):
+    """LlamaModel.generate_extra_tensors: rope_freqs.weight, per rotary pair the divisor of
+    the frequency (1, factor, or the smooth blend)."""
+    rs = c["rope_scaling"]
+    base = c.get("rope_theta", 10000.0)
+    dim = c.get("head_dim", c["hidden_size"] // c["num_attention_heads"])
+    freqs = 1.0 / (base ** (np.arange(0, dim, 2, dtype=np.float32) / dim))
+    factor = rs.get("factor", 8.0)
+    lo, hi = rs.get("low_freq_factor", 1.0), rs.get("high_freq_factor", 4.0)
+    old = rs.get("original_max_position_embeddings", c.get("original_max_position_embeddings", 8192))
+    lo_wl, hi_wl = old / lo, old / hi
+    out = []
+    for f in freqs:
+        wl = 2 * math.pi / f
+        if wl < hi_wl:
+            out.append(1.0)
+        elif wl > lo_wl:
+            out.append(factor)
+        else:
+            smooth = (old / wl - lo) / (hi - lo)
+            out.append(1.0 / ((1 - smooth) / factor + smooth))
+    return np.array(out, dtype=np.float32)
+
+
+def convert(hf_dir, name=None):
+    """-> (kv items, [(gguf name, float32 ndarray)], effective config, notes)"""
+    with open(os.path.join(hf_dir, "config.json")) as f:
+        c = json.load(f)
+    hf_arch = (c.get("architectures") or [None])[0]
+    if hf_arch not in ARCH:
+        raise SystemExit(f"hf_to_gguf: unsupported architecture {hf_arch!r}")
+    arch = ARCH[hf_arch]
+    eff = dict(c)
+    W = safetensors_np.load_dir(hf_dir)
+    kv = KV(arch)
+    kv.add("general.architecture", G.T_STR, arch)
+    kv.add("general.type", G.T_STR, "model")
+    kv.add("general.name", G.T_STR, name or os.path.basename(os.path.normpath(hf_dir)))
+    H = c["num_attention_heads"]
+    Hkv = c.get("num_key_value_heads")
+    llama_like = arch in ("llama", "granitemoe")
+
+    # ---- metadata ----
+    if arch == "granitemoe":
+        if c.get("head_dim") is not None:
+            note("granite: head_dim ignored (as GraniteModel)")
+        cc = {k: v for k, v in c.items() if k != "head_dim"}
+        base_params(kv, cc)
+        llama_params(kv, cc)
+        for hk, gk in (("attention_multiplier", "attention.scale"), ("embedding_multiplier", "embedding_scale"),
+                       ("residual_multiplier", "residual_scale"), ("logits_scaling", "logit_scale")):
+            if c.get(hk):
+                kv.f32("{arch}." + gk, c[hk])
+    elif arch == "llama":
+        base_params(kv, c)
+        llama_params(kv, c)
+    elif arch in ("qwen2moe", "qwen3moe"):
+        base_params(kv, c)
+        if c.get("num_experts") is not None:
+            kv.u32("{arch}.expert_count", c["num_experts"])
+        if c.get("moe_intermediate_size") is not None:
+            kv.u32("{arch}.expert_feed_forward_length", c["moe_intermediate_size"])
+        if c.get("shared_expert_intermediate_size") is not None:
+            kv.u32("{arch}.expert_shared_feed_forward_length", c["shared_expert_intermediate_size"])
+        rs = c.get("rope_scaling") or {}
+        if arch == "qwen3moe" and rope_type(rs) == "yarn" and "factor" in rs:
+            kv.add("{arch}.rope.scaling.type", G.T_STR, "yarn")
+            kv.f32("{arch}.rope.scaling.factor", rs["factor"])
+            kv.u32("{arch}.rope.scaling.original_context_length", rs["original_max_position_embeddings"])
+        elif rope_type(rs) not in ("", "default"):
+            note(f"rope_scaling '{rope_type(rs)}' is not written for {arch} (dropped)")
+        want = arch == "qwen3moe"  # llama.cpp: qwen2moe never renormalises, qwen3moe always
+        if bool(c.get("norm_topk_prob", False)) != want:
+            note(f"{arch}: norm_topk_prob={c.get('norm_topk_prob')} cannot be stored; llama.cpp uses {want}")
+            eff["norm_topk_prob"] = want
+    elif arch == "olmoe":
+        base_params(kv, c)
+        if c.get("rms_norm_eps") is None:
+            kv.f32("{arch}.attention.layer_norm_rms_epsilon", 1e-5)
+        if c.get("num_experts") is not None:
+            kv.u32("{arch}.expert_count", c["num_experts"])
+        if c.get("norm_topk_prob"):
+            note("olmoe: norm_topk_prob=true cannot be stored; llama.cpp never renormalises")
+            eff["norm_topk_prob"] = False
+        if c.get("clip_qkv"):
+            note("olmoe: clip_qkv is not written by llama.cpp's converter")
+            eff["clip_qkv"] = None
+    elif arch == "deepseek2":
+        base_params(kv, c)
+        kv.u32("{arch}.leading_dense_block_count", c["first_k_dense_replace"])
+        kv.u32("{arch}.vocab_size", c["vocab_size"])
+        if c.get("q_lora_rank") is not None:
+            kv.u32("{arch}.attention.q_lora_rank", c["q_lora_rank"])
+        kv.u32("{arch}.attention.kv_lora_rank", c["kv_lora_rank"])
+        kv.u32("{arch}.attention.key_length", c["qk_nope_head_dim"] + c["qk_rope_head_dim"])
+        kv.u32("{arch}.attention.value_length", c["v_head_dim"])
+        kv.u32("{arch}.expert_feed_forward_length", c["moe_intermediate_size"])
+        kv.u32("{arch}.expert_count", c["n_routed_experts"])
+        kv.u32("{arch}.expert_shared_count", c.get("n_shared_experts") or 0)
+        v3 = hf_arch == "DeepseekV3ForCausalLM"
+        kv.f32("{arch}.expert_weights_scale", c.get("routed_scaling_factor", 2.5 if v3 else 1.0))
+        kv.add("{arch}.expert_weights_norm", G.T_BOOL, bool(c.get("norm_topk_prob", v3)))
+        sf = c.get("scoring_func", "sigmoid" if v3 else "softmax")
+        if sf not in ("softmax", "sigmoid"):
+            raise SystemExit(f"hf_to_gguf: unsupported scoring_func {sf!r}")
+        kv.u32("{arch}.expert_gating_func", 2 if sf == "sigmoid" else 1)
+        kv.u32("{arch}.rope.dimension_count", c["qk_rope_head_dim"])
+        rs = c.get("rope_scaling")
+        if isinstance(rs, dict) and "factor" in rs and rope_type(rs) == "yarn":
+            kv.add("{arch}.rope.scaling.type", G.T_STR, "yarn")
+            kv.f32("{arch}.rope.scaling.factor", rs["factor"])
+            kv.u32("{arch}.rope.scaling.original_context_length", rs["original_max_position_embeddings"])
+            kv.f32("{arch}.rope.scaling.yarn_log_multiplier", 0.1 * rs["mscale_all_dim"])
+        elif rope_type(rs) not in ("", "default"):
+            note(f"rope_scaling '{rope_type(rs)}' is not written for deepseek2 (dropped)")
+        if c.get("moe_layer_freq", 1) != 1:
+            note("deepseek2: moe_layer_freq != 1 cannot be stored")
+
+    # ---- tensors ----
+    out = []
+    extra = []
+    if arch == "llama" and rope_type(c.get("rope_scaling")) == "llama3":
+        extra.append(("rope_freqs.weight", llama3_rope_freqs(c)))
+    experts = {}  # (layer, kind) -> {expert: array}
+    for hf in sorted(W, key=_order):
+        a = np.asarray(W[hf], dtype=np.float32)
+        if hf in GLOBAL_NAMES:
+            out.append((GLOBAL_NAMES[hf], a))
+            continue
+        parts = hf.split(".")
+        if parts[:2] != ["model", "layers"] or not parts[2].isdecimal():
+            raise SystemExit(f"hf_to_gguf: cannot map tensor {hf!r}")
+        L = int(parts[2])
+        if L >= c["num_hidden_layers"]:  # DeepSeek MTP layers
+            continue
+        rest = ".".join(parts[3:])
+        if rest.endswith("e_score_correction_bias"):
+            rest = rest.replace("e_score_correction_bias", "e_score_correction.bias")
+        stem, _, suffix = rest.rpartition(".")
+        if llama_like and stem in ("self_attn.q_proj", "self_attn.k_proj"):
+            a = permute(a, H, H if stem == "self_attn.q_proj" else Hkv)
+        # per-expert tensors, stacked with the expert index outermost
+        ex = _expert_part(stem)
+        if ex is not None:
+            e, kind = ex
+            experts.setdefault((L, kind), {})[e] = a
+            continue
+        if stem == "block_sparse_moe.input_linear":  # granite [E][2 ff][hidden]
+            ff = c["intermediate_size"]
+            if a.shape[-2] != 2 * ff:
+                raise SystemExit(f"hf_to_gguf: {hf}: merged FFN must be 2 * intermediate_size")
+            out.append((f"blk.{L}.ffn_gate_exps.weight", a[..., :ff, :]))
+            out.append((f"blk.{L}.ffn_up_exps.weight", a[..., ff:, :]))
+            continue
+        if stem not in LAYER_NAMES:
+            raise SystemExit(f"hf_to_gguf: cannot map tensor {hf!r}")
+        out.append((f"blk.{L}.{LAYER_NAMES[stem]}.{suffix}", a))
+    n_exp = c.get("num_local_experts") or c.get("num_experts") or c.get("n_routed_experts")
+    for (L, kind), d in sorted(experts.items()):
+        if sorted(d) != list(range(n_exp)):
+            raise SystemExit(f"hf_to_gguf: layer {L} {kind}: experts {sorted(d)} of {n_exp}")
+        out.append((f"blk.{L}.{kind}.weight", np.stack([d[e] for e in range(n_exp)], axis=0)))
+    tensors = extra + out
+    names = [n for n, _ in tensors]
+    if len(set(names)) != len(names):
+        raise SystemExit("hf_to_gguf: duplicate tensor names")
+    add_vocab(kv, c["vocab_size"], c)
+    kv.u32("general.quantization_version", 2)
+    return kv.items, tensors, eff
+
+
+def _order(n):
+    """global tensors first, then by layer (numeric), then by name"""
+    p = n.split(".")
+    if p[:2] == ["model", "layers"] and p[2].isdecimal():
+        return (1, int(p[2]), n)
+    return (0, 0, n)
+
+
+_EXPERT_KIND = {"w1": "ffn_gate_exps", "w3": "ffn_up_exps", "w2": "ffn_down_exps",
+                "gate_proj": "ffn_gate_exps", "up_proj": "ffn_up_exps", "down_proj": "ffn_down_exps"}
+
+
+def _expert_part(stem):
+    """'block_sparse_moe.experts.3.w1' / 'mlp.experts.3.gate_proj' -> (3, 'ffn_gate_exps')"""
+    p = stem.split(".")
+    if len(p) == 4 and p[0] in ("block_sparse_moe", "mlp") and p[1] == "experts" and p[2].isdecimal() \
+            and p[3] in _EXPERT_KIND:
+        return int(p[2]), _EXPERT_KIND[p[3]]
+    return None
+
+
+def add_vocab(kv, n, c):
+    """Minimal SentencePiece-style vocabulary of n tokens."""
+    toks, scores, types = ["<unk>", "<s>", "</s>"], [0.0, 0.0, 0.0], [2, 3, 3]
+    if n >= 3 + 256:
+        toks += [f"<0x{b:02X}>" for b in range(256)]
+        scores += [0.0] * 256
+        types += [6] * 256
+    i = 0
+    while len(toks) < n:
+        i += 1
+        toks.append(f"\u2581t{i}")
+        scores.append(-float(i))
+        types.append(1)
+    toks, scores, types = toks[:n], scores[:n], types[:n]
+    kv.add("tokenizer.ggml.model", G.T_STR, "llama")
+    kv.add("tokenizer.ggml.pre", G.T_STR, "default")
+    kv.add("tokenizer.ggml.tokens", (G.T_ARR, G.T_STR), toks)
+    kv.add("tokenizer.ggml.scores", (G.T_ARR, G.T_F32), scores)
+    kv.add("tokenizer.ggml.token_type", (G.T_ARR, G.T_I32), types)
+    for key, hk, d in (("bos_token_id", "bos_token_id", 1), ("eos_token_id", "eos_token_id", 2)):
+        v = c.get(hk, d)
+        if isinstance(v, list):
+            v = v[0]
+        if v is not None and 0 <= v < n:
+            kv.u32("tokenizer.ggml." + key, v)
+    kv.u32("tokenizer.ggml.unknown_token_id", 0)
+    kv.add("tokenizer.ggml.add_bos_token", G.T_BOOL, True)
+    kv.add("tokenizer.ggml.add_eos_token", G.T_BOOL, False)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("hf_dir")
+    ap.add_argument("out")
+    ap.add_argument("--name", help="general.name (default: the directory name)")
+    ap.add_argument("--effective-config", help="write the config.json llama.cpp's semantics of the file describe")
+    a = ap.parse_args()
+    kv, tensors, eff = convert(a.hf_dir, a.name)
+    G.write(a.out, kv, tensors)
+    n_bytes = sum(t.nbytes for _, t in tensors)
+    print(f"hf_to_gguf: {a.out}: {len(kv)} keys, {len(tensors)} tensors, {n_bytes} bytes of F32")
+    if a.effective_config:
+        with open(a.effective_config, "w") as f:
+            json.dump(eff, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
