@@ -113,11 +113,15 @@ static:
 
 build/$(ARCH)-static/colibri-static: $(CLI_OBJS:$(BUILD)/%=build/$(ARCH)-static/%) \
 		build/$(ARCH)-static/libcolibri.a build/$(ARCH)-static/cjson/libcjson.a
-	$(CC) $(CFLAGS) -static $^ -lpcre2-8 -lz -lm -pthread -ledit -ltinfo -lbsd -lmd -o $@
+	$(CC) $(CFLAGS) -static $^ -lpcre2-8 -lutf8proc -lz -lm -pthread -ledit -ltinfo -lbsd -lmd -o $@
 	@ls -l $@
 
 build/$(ARCH)-static/cjson/libcjson.a:
 	sh tools/build-static-cjson.sh $(dir $@) "$(CC)" "$(AR)"
+
+FUZZ_SECONDS ?= 60
+fuzz:
+	sh tests/fuzz/run.sh $(FUZZ_SECONDS)
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
@@ -127,9 +131,10 @@ install: all
 	sed -e 's|@PREFIX@|$(PREFIX)|g' colibri.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/colibri.pc
 
 DEB_PKGS := gcc make libcjson-dev libcmocka-dev zlib1g-dev libpcre2-dev libutf8proc-dev libedit-dev \
-            python3 python3-numpy
+            python3 python3-numpy clang libclang-rt-14-dev dpkg-dev libbsd-dev libmd-dev libncurses-dev
 CROSS_PKGS := gcc-aarch64-linux-gnu qemu-user libc6:arm64 libcjson-dev:arm64 \
-            libcmocka-dev:arm64 zlib1g-dev:arm64 libpcre2-dev:arm64 libutf8proc-dev:arm64
+            libcmocka-dev:arm64 zlib1g-dev:arm64 libpcre2-dev:arm64 libutf8proc-dev:arm64 \
+            libedit-dev:arm64 libbsd-dev:arm64 libmd-dev:arm64 libncurses-dev:arm64
 deps:
 	sh tools/install-deps.sh $(DEB_PKGS) $(if $(CROSS),$(CROSS_PKGS))
 

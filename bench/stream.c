@@ -6,7 +6,9 @@
  *
  * The read-only sum is what decode does with weights (every byte read once per token),
  * so this is the bound that "achieved GB/s" at decode is compared with. */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>

@@ -5,6 +5,7 @@
 
 #include "cli.h"
 #include "colibri.h"
+#include "mem_opts.h" /* expert memory hierarchy options */
 
 static void help(void) {
     puts("usage: colibri bench -m MODEL [-p 128] [-n 64] [--threads N] [--reps R] [--json]\n"
@@ -17,8 +18,12 @@ static void help(void) {
          "  -t, --threads N\n"
          "  --reps R      repetitions (default 3)\n"
          "  --moe-top-k K experts per token\n"
+         "  --random-decode  decode pseudo-random token ids (as llama-bench does) instead of\n"
+         "                the greedy continuation: routing then varies from token to token\n"
          "  --json        one JSON object on stdout: prefill_tok_s, decode_tok_s, decode_p50_ms,\n"
-         "                decode_p99_ms, peak_rss_bytes, ...");
+         "                decode_p99_ms, peak_rss_bytes, ... and for the decode phase the expert\n"
+         "                hit_rate, bytes_read_per_token, lookahead_recall, stall_s_per_token\n"
+         MEM_OPTS_HELP);
 }
 
 static int cmp_d(const void *a, const void *b) {
@@ -35,7 +40,7 @@ static double pct(double *v, int n, double q) {
 int cmd_bench(int argc, char **argv) {
     const char *model = NULL;
     long np = 128, nn = 64, reps = 3, v;
-    int json = 0;
+    int json = 0, rand_dec = 0;
     colibri_params p = colibri_params_default();
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val;
@@ -47,6 +52,13 @@ int cmd_bench(int argc, char **argv) {
             json = 1;
             continue;
         }
+        if (!strcmp(a, "--random-decode")) { /* like llama-bench: random ids, not greedy */
+            rand_dec = 1;
+            continue;
+        }
+        int mo = mem_opts_parse(&p, argc, argv, &i);
+        if (mo < 0) return 2;
+        if (mo > 0) continue;
         if (!(val = cli_value(argc, argv, &i))) return 2;
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) model = val;
         else if (!strcmp(a, "-p")) {
@@ -84,6 +96,7 @@ int cmd_bench(int argc, char **argv) {
         prompt[i] = (int32_t)(x % (uint64_t)V);
     }
     int rc = 0, nl = 0;
+    mem_acc macc = {0}; /* expert store figures of the decode phases */
     for (long r = 0; r < reps && !rc; r++) {
         colibri_reset(e);
         double t0 = cli_now();
@@ -95,9 +108,14 @@ int cmd_bench(int argc, char **argv) {
         double t1 = cli_now();
         pre[r] = (double)np / (t1 - t0);
         next = prompt[np - 1];
+        mem_acc_phase(e, &macc, -1);
         double d0 = cli_now();
         for (long i = 0; i < nn; i++) {
             double s = cli_now();
+            if (rand_dec) {
+                x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+                next = (int32_t)(x % (uint64_t)V);
+            }
             if (colibri_forward(e, next, NULL, &next)) {
                 rc = cli_fail("%s", colibri_last_error());
                 break;
@@ -105,19 +123,33 @@ int cmd_bench(int argc, char **argv) {
             lat[nl++] = (cli_now() - s) * 1e3;
         }
         dec[r] = (double)nn / (cli_now() - d0);
+        mem_acc_phase(e, &macc, +1);
     }
     if (!rc) {
         colibri_stats_t st = colibri_get_stats(e);
         double pre_m = pct(pre, (int)reps, 0.5), dec_m = pct(dec, (int)reps, 0.5);
         double p50 = pct(lat, nl, 0.5), p99 = pct(lat, nl, 0.99);
+        const double ntok = (double)nn * (double)reps, acq = macc.hits + macc.misses;
+        const double hit = acq > 0 ? macc.hits / acq : 0, recall = macc.la_true > 0 ? macc.la_hit / macc.la_true : 0;
         if (json) {
             printf("{\"model\":\"%s\",\"n_prompt\":%ld,\"n_decode\":%ld,\"reps\":%ld,\"prefill_tok_s\":%.3f,"
-                   "\"decode_tok_s\":%.3f,\"decode_p50_ms\":%.4f,\"decode_p99_ms\":%.4f,\"peak_rss_bytes\":%llu}\n",
-                   model, np, nn, reps, pre_m, dec_m, p50, p99, (unsigned long long)st.peak_rss_bytes);
+                   "\"decode_tok_s\":%.3f,\"decode_p50_ms\":%.4f,\"decode_p99_ms\":%.4f,\"peak_rss_bytes\":%llu,"
+                   "\"expert_pool_slots\":%d,\"expert_pool_bytes\":%llu,\"mem_accounted_bytes\":%llu,"
+                   "\"hit_rate\":%.4f,\"bytes_read_per_token\":%.0f,\"lookahead_recall\":%.4f,"
+                   "\"stall_s_per_token\":%.5f,\"prefetch_issued\":%.0f,\"prefetch_used\":%.0f}\n",
+                   model, np, nn, reps, pre_m, dec_m, p50, p99, (unsigned long long)st.peak_rss_bytes,
+                   st.expert_pool_slots, (unsigned long long)st.expert_pool_bytes,
+                   (unsigned long long)st.mem_accounted_bytes, hit, macc.bytes / ntok, recall, macc.stall / ntok,
+                   macc.pf_issued, macc.pf_used);
         } else {
             printf("model:   %s\nprefill: %ld tokens, %.2f tok/s (median of %ld)\ndecode:  %ld tokens, %.2f tok/s "
                    "(median), per token p50 %.3f ms, p99 %.3f ms\npeak RSS: %.1f MiB\n",
                    model, np, pre_m, reps, nn, dec_m, p50, p99, st.peak_rss_bytes / 1048576.0);
+            if (st.expert_pool_slots > 0)
+                printf("experts: pool %d slots (%.1f MiB); decode hit rate %.1f%%, %.1f MiB read/token, "
+                       "stall %.1f ms/token, lookahead recall %.1f%%\n",
+                       st.expert_pool_slots, st.expert_pool_bytes / 1048576.0, hit * 100, macc.bytes / ntok / 1048576.0,
+                       macc.stall / ntok * 1e3, recall * 100);
         }
     }
     free(prompt);

@@ -6,6 +6,7 @@
 #include "cli.h"
 #include "colibri.h"
 #include "generate.h"
+#include "mem_opts.h" /* expert memory hierarchy options */
 
 static void help(void) {
     printf("usage: colibri run -m MODEL (-p TEXT | --tokens IDS) [-n N] [options]\n"
@@ -29,6 +30,7 @@ static void help(void) {
          "  --config FILE         JSON run-time settings (threads, max_seq_len, moe_top_k, ...)\n"
          "  --dump-logits FILE    write the logits of every prompt position as raw little-endian\n"
          "                        float32 [n_tokens][n_vocab]\n"
+         MEM_OPTS_HELP
          "  -h, --help            this help\n"
          "\nSampling (with -p; --tokens is always greedy):\n%s", gen_options_help());
 }
@@ -118,6 +120,8 @@ int cmd_run(int argc, char **argv) {
         }
         int g = gen_parse_option(&go, argc, argv, &i);
         if (g < 0) return 2;
+        if (g > 0) continue;
+        if ((g = mem_opts_parse(&p, argc, argv, &i)) < 0) return 2;
         if (g > 0) continue;
 #define VAL()                                          \
     do {                                               \
@@ -234,6 +238,7 @@ int cmd_run(int argc, char **argv) {
     fprintf(stderr, "colibri: prompt %zu tokens in %.3f s (%.1f tok/s); generated %ld tokens in %.3f s (%.1f tok/s)\n",
             n_tok, t1 - t0, (double)n_tok / (t1 - t0 > 0 ? t1 - t0 : 1e-9), n_predict, t2 - t1,
             n_predict > 1 ? (double)(n_predict - 1) / (t2 - t1 > 0 ? t2 - t1 : 1e-9) : 0.0);
+    mem_opts_report(e); /* expert pool figures, when a pool is in use */
 out:
     free(logits);
     free(toks);

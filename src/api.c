@@ -111,6 +111,7 @@ static void carve(colibri_engine_t *e) {
     e->la_logits = clb_arena_take(a, B * ne * F); /* router lookahead */
     e->la_sel = clb_arena_take(a, B * ne * sizeof(int));
     e->la_k = clb_arena_take(a, B * sizeof(int));
+    e->e_take = clb_arena_take(a, ne);
     e->la_w = clb_arena_take(a, B * ne * F);
     size_t maxc = CLB_MAX(CLB_MAX(E, od), CLB_MAX(ff, (size_t)CLB_MAX(hp->q_lora_rank, hp->kv_lora_rank)));
     e->mm.qbuf_bytes = clb_matmul_qbuf_bytes((int64_t)maxc, (int64_t)CLB_MAX(BK, B));

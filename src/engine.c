@@ -235,20 +235,27 @@ static int moe(colibri_engine_t *e, const clb_layer *L, int l, int n) {
             e->e_tok[a] = t;
             e->e_asg[t * kc + s] = a;
         }
-    /* expert memory hierarchy: hints to the store (batch union, lookahead), then experts
-       [g0, g1) in groups the store can hold pinned at once (one group unless the pool is
-       small); every output element is computed the same way whatever the grouping */
+    /* expert memory hierarchy: hints to the store (batch union, lookahead); then, with a
+       pool, pass 0 takes the experts already in memory and pass 1 the rest (compute
+       overlaps the remaining reads), each in groups [g0, g1) the store can hold pinned at
+       once. e_take[x]: 1 = this pass, 2 = done. Every output element is computed the same
+       way whatever the pass or grouping. */
     if (e->lookahead) moe_prefetch(e, l, n);
     const int cap = clb_store_max_pinned(e->model->store);
     int st = COLIBRI_OK;
+    memset(e->e_take, 0, (size_t)ne);
+    for (int pass = e->lookahead ? 0 : 1; pass < 2 && !st; pass++) {
+    for (int x = 0; x < ne; x++)
+        if (e->e_count[x] && e->e_take[x] != 2)
+            e->e_take[x] = (uint8_t)(pass == 1 || clb_store_is_resident(e->model->store, l, x));
     for (int g0 = 0, g1 = 0; g0 < ne && !st; g0 = g1) {
-    for (int used = 0; g1 < ne && (!e->e_count[g1] || used < cap); g1++) used += e->e_count[g1] > 0;
+    for (int used = 0; g1 < ne && (e->e_take[g1] != 1 || used < cap); g1++) used += e->e_take[g1] == 1;
     /* 3. acquire the selected experts, gather and convert their inputs */
     int nj = 0;
     uint8_t *q = e->mm.qbuf;
     for (int x = g0; x < g1 && !st; x++) {
         const int cnt = e->e_count[x], a0 = e->e_start[x];
-        if (!cnt) continue;
+        if (e->e_take[x] != 1) continue;
         if (l < COLIBRI_STATS_MAX_LAYERS) e->stats.expert_counts[l][x] += (uint32_t)cnt;
         if ((st = clb_store_acquire(e->model->store, l, x, &e->e_w[x]))) break;
         for (int i = 0; i < cnt; i++)
@@ -267,15 +274,17 @@ static int moe(colibri_engine_t *e, const clb_layer *L, int l, int n) {
         e->jobs[nj++] = (clb_mm_job){&w->up, xu, stride_u, cnt, e->ff_u + a0 * ff, ff};
     }
     if (!st) {
-        const int a_lo = e->e_start[g0], a_n = e->e_start[g1] - a_lo;
         clb_matmul_jobs(&e->mm, e->jobs, nj);
-        clb_silu_mul(e->ff_g + (int64_t)a_lo * ff, e->ff_u + (int64_t)a_lo * ff, (int64_t)a_n * ff);
+        for (int x = g0; x < g1; x++)
+            if (e->e_take[x] == 1)
+                clb_silu_mul(e->ff_g + (int64_t)e->e_start[x] * ff, e->ff_u + (int64_t)e->e_start[x] * ff,
+                             (int64_t)e->e_count[x] * ff);
         /* 4. the down projections, into xe (the inputs are consumed) */
         nj = 0;
         q = e->mm.qbuf;
         for (int x = g0; x < g1; x++) {
             const int cnt = e->e_count[x], a0 = e->e_start[x];
-            if (!cnt) continue;
+            if (e->e_take[x] != 1) continue;
             const clb_weight *d = &e->e_w[x]->down;
             uint64_t stride;
             const uint8_t *hq = clb_mm_convert(&e->mm, q, d->dtype, ff, e->ff_g + a0 * ff, ff, cnt, &stride);
@@ -285,11 +294,13 @@ static int moe(colibri_engine_t *e, const clb_layer *L, int l, int n) {
         clb_matmul_jobs(&e->mm, e->jobs, nj);
     }
     for (int x = g0; x < g1; x++)
-        if (e->e_count[x] && e->e_w[x]) {
-            clb_store_release(e->model->store, l, x);
+        if (e->e_take[x] == 1) {
+            if (e->e_w[x]) clb_store_release(e->model->store, l, x);
             e->e_w[x] = NULL;
+            e->e_take[x] = 2;
         }
     } /* expert groups */
+    } /* passes */
     if (e->lookahead) clb_store_layer_done(e->model->store, l);
     if (st) return st;
     /* 5. weighted sum in selection order (fixed per token, whatever the batch) */

@@ -56,6 +56,7 @@ struct colibri_engine {
     float *la_logits; /* [B][n_expert] next layer's router on this layer's FFN input */
     int *la_sel;      /* [B][n_expert] predicted experts of layer la_layer per token (k used) */
     int *la_k;        /* [B] how many of la_sel each token uses */
+    uint8_t *e_take;  /* [n_expert] moe() pass bookkeeping: 1 = this pass, 2 = done */
     float *la_w;      /* [B][n_expert] */
     int la_layer;     /* layer la_sel predicts, -1 none */
     bool lookahead;   /* prefetch on and the store has a pool */

@@ -168,7 +168,7 @@ class BlockPool:
         _, bs, _ = DTYPES[dtype]
         left = n_elems // bs
         while left:
-            n = min(chunk_blocks, left)
+            n = min(chunk_blocks, left, pool.shape[0])
             start = int(self.rng.integers(0, pool.shape[0] - n + 1))
             yield pool[start:start + n].tobytes()
             left -= n

@@ -3,7 +3,13 @@
  * A run publishes (fn, ctx), bumps `gen` and wakes the workers; each worker runs its share
  * and decrements `pending`. Waiting spins for a bounded number of iterations first (the
  * next layer's work usually arrives within microseconds during decoding), then sleeps on
- * a condition variable, so idle engines do not burn CPU. */
+ * a condition variable, so idle engines do not burn CPU.
+ *
+ * The mutex and the condition variables are only touched when somebody actually sleeps:
+ * a sleeper announces itself in `sleepers` (or `main_sleeping`) before its final check,
+ * and the waker bumps `gen` (or `pending`) before looking at that count — both sequentially
+ * consistent, so at least one of the two sees the other and no wake-up is lost. A dispatch
+ * to spinning workers is then one atomic add plus the workers' atomic decrements. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -35,6 +41,8 @@ struct clb_pool {
     atomic_uint gen;
     atomic_int pending;
     atomic_int stop;
+    atomic_int sleepers;      /* workers blocked (or about to block) on `wake` */
+    atomic_int main_sleeping; /* the caller blocked (or about to block) on `done` */
     pthread_mutex_t mu;
     pthread_cond_t wake, done;
 };
@@ -53,14 +61,17 @@ static void *worker_main(void *arg) {
                 continue;
             }
             pthread_mutex_lock(&p->mu);
+            atomic_fetch_add(&p->sleepers, 1);
             while (atomic_load(&p->gen) == seen && !atomic_load(&p->stop))
                 pthread_cond_wait(&p->wake, &p->mu);
+            atomic_fetch_sub(&p->sleepers, 1);
             pthread_mutex_unlock(&p->mu);
+            spins = 0;
         }
         if (atomic_load(&p->stop)) return NULL;
         seen = g;
         p->fn(p->ctx, w->ith, p->n);
-        if (atomic_fetch_sub_explicit(&p->pending, 1, memory_order_acq_rel) == 1) {
+        if (atomic_fetch_sub(&p->pending, 1) == 1 && atomic_load(&p->main_sleeping)) {
             pthread_mutex_lock(&p->mu);
             pthread_cond_signal(&p->done);
             pthread_mutex_unlock(&p->mu);
@@ -117,10 +128,12 @@ void clb_pool_run(clb_pool *p, clb_task_fn fn, void *ctx) {
     p->fn = fn;
     p->ctx = ctx;
     atomic_store(&p->pending, p->n - 1);
-    pthread_mutex_lock(&p->mu);
-    atomic_fetch_add_explicit(&p->gen, 1, memory_order_release);
-    pthread_cond_broadcast(&p->wake);
-    pthread_mutex_unlock(&p->mu);
+    atomic_fetch_add(&p->gen, 1);
+    if (atomic_load(&p->sleepers) > 0) {
+        pthread_mutex_lock(&p->mu);
+        pthread_cond_broadcast(&p->wake);
+        pthread_mutex_unlock(&p->mu);
+    }
     fn(ctx, 0, p->n);
     int spins = 0;
     while (atomic_load_explicit(&p->pending, memory_order_acquire) > 0) {
@@ -129,7 +142,9 @@ void clb_pool_run(clb_pool *p, clb_task_fn fn, void *ctx) {
             continue;
         }
         pthread_mutex_lock(&p->mu);
+        atomic_store(&p->main_sleeping, 1);
         while (atomic_load(&p->pending) > 0) pthread_cond_wait(&p->done, &p->mu);
+        atomic_store(&p->main_sleeping, 0);
         pthread_mutex_unlock(&p->mu);
     }
 }

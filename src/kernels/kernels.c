@@ -2,23 +2,37 @@
  *
  * Tables are built once (pthread_once): generic first, then each SIMD file overrides the
  * entries it implements, so a type without a SIMD kernel keeps the portable one.
- * COLIBRI_ISA=generic forces the portable table; COLIBRI_ISA=<name> (avx2, neon,
- * neon+dotprod) picks that table when the CPU supports it, else the best one.
+ * COLIBRI_ISA=generic forces the portable table; COLIBRI_ISA=<name> (avx2, avx2+vnni,
+ * neon, neon+dotprod) picks that table when the CPU supports it, else the best one.
+ * "avx2+vnni" is the AVX2 table with the integer dot products on VPDPBUSD (AVX-VNNI,
+ * CPUID.(EAX=7,ECX=1):EAX bit 4, with the OS saving YMM state, which AVX2 already needs).
  */
 #include <pthread.h>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/cpu.h"
 #include "kernels/kernels_impl.h"
 
-enum { ISA_GENERIC, ISA_AVX2, ISA_NEON, ISA_NEON_DOT, ISA_COUNT };
+enum { ISA_GENERIC, ISA_AVX2, ISA_AVX2_VNNI, ISA_NEON, ISA_NEON_DOT, ISA_COUNT };
 
 static clb_kernels tables[ISA_COUNT];
+static clb_mdot_fn mdots[ISA_COUNT][CLB_DT_COUNT]; /* blocked kernels per table (kernels_impl.h) */
 static bool available[ISA_COUNT];
 static const clb_kernels *selected;
 static const clb_kernels *best_simd;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+#if defined(__x86_64__)
+static bool cpu_has_avx_vnni(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 1, &a, &b, &c, &d)) return false;
+    return (a >> 4) & 1;
+}
+#endif
 
 static void build(void) {
     clb_kernels_fill_generic(&tables[ISA_GENERIC]);
@@ -29,8 +43,16 @@ static void build(void) {
     if (cpu->avx2 && cpu->fma && cpu->f16c) {
         clb_kernels_fill_generic(&tables[ISA_AVX2]);
         clb_kernels_fill_avx2(&tables[ISA_AVX2]);
+        clb_kernels_fill_avx2_mdot(&tables[ISA_AVX2], mdots[ISA_AVX2], false);
         available[ISA_AVX2] = true;
         best_simd = &tables[ISA_AVX2];
+        if (cpu_has_avx_vnni()) {
+            clb_kernels_fill_generic(&tables[ISA_AVX2_VNNI]);
+            clb_kernels_fill_avx2(&tables[ISA_AVX2_VNNI]);
+            clb_kernels_fill_avx2_mdot(&tables[ISA_AVX2_VNNI], mdots[ISA_AVX2_VNNI], true);
+            available[ISA_AVX2_VNNI] = true;
+            best_simd = &tables[ISA_AVX2_VNNI];
+        }
     }
 #endif
 #if defined(__aarch64__)
@@ -77,4 +99,34 @@ const clb_kernels *clb_kernels_by_isa(const char *name) {
     for (int i = 0; i < ISA_COUNT; i++)
         if (available[i] && strcmp(name, tables[i].isa) == 0) return &tables[i];
     return NULL;
+}
+
+clb_mdot_fn clb_kernels_mdot(const clb_kernels *k, int dtype) {
+    pthread_once(&once, build);
+    if (!k || dtype < 0 || dtype >= CLB_DT_COUNT) return NULL;
+    for (int i = 0; i < ISA_COUNT; i++)
+        if (k == &tables[i]) return mdots[i][dtype];
+    return NULL;
+}
+
+void clb_kernels_rows(const clb_kernels *k, int dtype, int64_t cols, int64_t r0, int64_t r1, const void *w,
+                      uint64_t row_bytes, const void *xq, uint64_t xq_stride, int n_tok, float *y, int64_t y_stride) {
+    const uint8_t *wb = w, *xb = xq;
+    const clb_mdot_fn md = clb_kernels_mdot(k, dtype);
+    if (!md) {
+        const clb_vec_dot_fn dot = k->vec_dot[dtype];
+        for (int64_t r = r0; r < r1; r++)
+            for (int t = 0; t < n_tok; t++)
+                dot(cols, &y[(int64_t)t * y_stride + r], wb + (uint64_t)r * row_bytes, xb + (uint64_t)t * xq_stride);
+        return;
+    }
+    /* a block of CLB_MDOT_MAX rows (a few KiB) stays in L1 while every token passes over it */
+    for (int64_t r = r0; r < r1; r += CLB_MDOT_MAX) {
+        const int nr = r1 - r < CLB_MDOT_MAX ? (int)(r1 - r) : CLB_MDOT_MAX;
+        for (int t = 0; t < n_tok; t += CLB_MDOT_MAX) {
+            const int nt = n_tok - t < CLB_MDOT_MAX ? n_tok - t : CLB_MDOT_MAX;
+            md(cols, nr, nt, wb + (uint64_t)r * row_bytes, row_bytes, xb + (uint64_t)t * xq_stride, xq_stride,
+               y + (int64_t)t * y_stride + r, y_stride);
+        }
+    }
 }

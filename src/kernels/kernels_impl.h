@@ -128,4 +128,31 @@ void clb_kernels_fill_avx2(clb_kernels *k);
 void clb_kernels_fill_neon(clb_kernels *k, bool dotprod);
 #endif
 
+
+/* ---- blocked dot products (used by src/nn/matmul.c) -----------------------------------
+ * mdot(n, nr, nt, w, w_stride, x, x_stride, y, y_stride):
+ *     y[t * y_stride + r] = dot(weight row r, activation row t)   r < nr, t < nt
+ * with 1 <= nr, nt <= CLB_MDOT_MAX, weight rows w_stride bytes apart and activation rows
+ * (in the weight type's vec_dot_type format) x_stride bytes apart. Each weight block is
+ * unpacked once and used for all nt tokens, each activation block once for all nr rows.
+ * Every output goes through the same sequence of operations whatever nr and nt are, and
+ * the ISA's vec_dot for that type is mdot with nr = nt = 1, so results do not depend on
+ * how the caller blocks rows and tokens (thread count, batch size). */
+enum { CLB_MDOT_MAX = 4 };
+typedef void (*clb_mdot_fn)(int64_t n, int nr, int nt, const void *w, uint64_t w_stride, const void *x,
+                            uint64_t x_stride, float *y, int64_t y_stride);
+/* The blocked kernel of table k for weight type dtype, or NULL (then callers loop vec_dot). */
+clb_mdot_fn clb_kernels_mdot(const clb_kernels *k, int dtype);
+/* Rows [r0, r1) of a weight matrix (rows row_bytes apart from w) against n_tok activation
+   rows: y[t * y_stride + r] for r0 <= r < r1, blocked over rows and tokens with mdot when
+   the table has one, else one vec_dot per output. What the parallel matrix products call
+   on each thread's share of rows. */
+void clb_kernels_rows(const clb_kernels *k, int dtype, int64_t cols, int64_t r0, int64_t r1, const void *w,
+                      uint64_t row_bytes, const void *xq, uint64_t xq_stride, int n_tok, float *y, int64_t y_stride);
+#if defined(__x86_64__)
+/* Fills mdot[] (indexed by dtype) and the matching vec_dot entries of the AVX2 table; with
+   vnni, the AVX-VNNI variants (the CPU must have AVX-VNNI). */
+void clb_kernels_fill_avx2_mdot(clb_kernels *k, clb_mdot_fn *mdot, bool vnni);
+#endif
+
 #endif

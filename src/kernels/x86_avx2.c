@@ -120,49 +120,6 @@ static void vec_dot_bf16(int64_t n, float *out, const void *w, const void *x) {
 
 #define LD256(p) _mm256_loadu_si256((const __m256i *)(p))
 
-static void vec_dot_q8_0(int64_t n, float *out, const void *w, const void *x) {
-    const clb_block_q8_0 *a = w, *b = x;
-    const int64_t nb = n / CLB_QK;
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 2 <= nb; i += 2) {
-        const __m256 d0 = _mm256_set1_ps(fp16(a[i].d) * fp16(b[i].d));
-        const __m256 d1 = _mm256_set1_ps(fp16(a[i + 1].d) * fp16(b[i + 1].d));
-        const __m256i p0 = dot_i8(LD256(a[i].qs), LD256(b[i].qs));
-        const __m256i p1 = dot_i8(LD256(a[i + 1].qs), LD256(b[i + 1].qs));
-        acc0 = _mm256_fmadd_ps(d0, _mm256_cvtepi32_ps(p0), acc0);
-        acc1 = _mm256_fmadd_ps(d1, _mm256_cvtepi32_ps(p1), acc1);
-    }
-    for (; i < nb; i++) {
-        const __m256 d0 = _mm256_set1_ps(fp16(a[i].d) * fp16(b[i].d));
-        acc0 = _mm256_fmadd_ps(d0, _mm256_cvtepi32_ps(dot_i8(LD256(a[i].qs), LD256(b[i].qs))), acc0);
-    }
-    *out = hsum_ps(_mm256_add_ps(acc0, acc1));
-}
-
-static void vec_dot_q4_0(int64_t n, float *out, const void *w, const void *x) {
-    const clb_block_q4_0 *a = w;
-    const clb_block_q8_0 *b = x;
-    const int64_t nb = n / CLB_QK;
-    const __m256i off = _mm256_set1_epi8(8);
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 2 <= nb; i += 2) {
-        const __m256 d0 = _mm256_set1_ps(fp16(a[i].d) * fp16(b[i].d));
-        const __m256 d1 = _mm256_set1_ps(fp16(a[i + 1].d) * fp16(b[i + 1].d));
-        const __m256i q0 = _mm256_sub_epi8(unpack_nibbles(a[i].qs), off);
-        const __m256i q1 = _mm256_sub_epi8(unpack_nibbles(a[i + 1].qs), off);
-        acc0 = _mm256_fmadd_ps(d0, _mm256_cvtepi32_ps(dot_i8(q0, LD256(b[i].qs))), acc0);
-        acc1 = _mm256_fmadd_ps(d1, _mm256_cvtepi32_ps(dot_i8(q1, LD256(b[i + 1].qs))), acc1);
-    }
-    for (; i < nb; i++) {
-        const __m256 d0 = _mm256_set1_ps(fp16(a[i].d) * fp16(b[i].d));
-        const __m256i q0 = _mm256_sub_epi8(unpack_nibbles(a[i].qs), off);
-        acc0 = _mm256_fmadd_ps(d0, _mm256_cvtepi32_ps(dot_i8(q0, LD256(b[i].qs))), acc0);
-    }
-    *out = hsum_ps(_mm256_add_ps(acc0, acc1));
-}
-
 /* 32 bits -> 32 bytes: byte i is 0xFF when bit i of bits is set, else 0. */
 static inline __m256i bits_to_bytes(uint32_t bits) {
     const __m256i shuf = _mm256_setr_epi64x(0x0000000000000000, 0x0101010101010101,
@@ -353,16 +310,6 @@ static inline void dot_k4_block(const uint8_t *scales, uint16_t d16, uint16_t dm
     *s -= (b->d * fp16(dmin16)) * (float)summ;
 }
 
-static void vec_dot_q4_k(int64_t n, float *out, const void *w, const void *x) {
-    const clb_block_q4_k *a = w;
-    const clb_block_q8_k *b = x;
-    __m256 acc = _mm256_setzero_ps();
-    float s = 0.0f;
-    for (int64_t i = 0; i < n / CLB_QK_K; i++)
-        dot_k4_block(a[i].scales, a[i].d, a[i].dmin, a[i].qs, NULL, &b[i], &acc, &s);
-    *out = hsum_ps(acc) + s;
-}
-
 static void vec_dot_q5_k(int64_t n, float *out, const void *w, const void *x) {
     const clb_block_q5_k *a = w;
     const clb_block_q8_k *b = x;
@@ -459,6 +406,191 @@ static void quantize_q8_0(const float *src, void *dst, int64_t n) {
     }
 }
 
+/* ---- blocked dot products: nr weight rows x nt activation rows (see kernels_impl.h) --- *
+ * A tile keeps R x T float accumulators in registers; each weight block is unpacked once
+ * per tile and each activation block loaded once per tile. Unsigned x signed byte dot
+ * products are maddubs + madd (AVX2) or one VPDPBUSD (AVX-VNNI, emitted with inline asm
+ * so this file needs no extra compiler flags); both are exact here (no int16 saturation:
+ * Q4_0 nibbles are <= 15, |Q8_0 weights| <= 128 against |x| <= 127), so the two variants
+ * give bit-identical results. */
+
+#define MD_INLINE static inline __attribute__((always_inline))
+
+MD_INLINE __m256i dot_us(__m256i u, __m256i s, const int vnni) {
+    if (vnni) {
+        __m256i acc = _mm256_setzero_si256();
+        __asm__("%{vex%} vpdpbusd %2, %1, %0" : "+x"(acc) : "x"(u), "x"(s));
+        return acc;
+    }
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+}
+
+MD_INLINE __m256 bcast_fp16(uint16_t h) { return _mm256_cvtph_ps(_mm_set1_epi16((short)h)); }
+
+/* Q4_0 x Q8_0: sum (q - 8) x = sum q x - 8 sum x, q the unsigned nibble. */
+MD_INLINE void tile_q4_0(int64_t nb, const int R, const int T, const int vnni, const uint8_t *w, uint64_t ws,
+                         const uint8_t *x, uint64_t xs, float *y, int64_t ys) {
+    __m256 acc[4][4];
+    for (int r = 0; r < R; r++)
+        for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps();
+    const __m256i m4 = _mm256_set1_epi8(0x0F), eight = _mm256_set1_epi8(8);
+    const __m256i shift = _mm256_setr_epi64x(0, 0, 4, 4);
+    for (int64_t b = 0; b < nb; b++) {
+        __m256i xv[4], cx[4];
+        __m256 dx[4];
+        for (int t = 0; t < T; t++) {
+            const clb_block_q8_0 *xb = (const clb_block_q8_0 *)(x + (uint64_t)t * xs) + b;
+            xv[t] = LD256(xb->qs);
+            cx[t] = dot_us(eight, xv[t], vnni);
+            dx[t] = bcast_fp16(xb->d);
+        }
+        for (int r = 0; r < R; r++) {
+            const clb_block_q4_0 *wb = (const clb_block_q4_0 *)(w + (uint64_t)r * ws) + b;
+            const __m256i raw = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)wb->qs));
+            const __m256i q = _mm256_and_si256(_mm256_srlv_epi64(raw, shift), m4);
+            const __m256 dw = bcast_fp16(wb->d);
+            for (int t = 0; t < T; t++) {
+                const __m256i p = _mm256_sub_epi32(dot_us(q, xv[t], vnni), cx[t]);
+                acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(dw, dx[t]), acc[r][t]);
+            }
+        }
+    }
+    for (int r = 0; r < R; r++)
+        for (int t = 0; t < T; t++) y[(int64_t)t * ys + r] = hsum_ps(acc[r][t]);
+}
+
+/* Q8_0 x Q8_0: |w| (unsigned) times x with w's sign. */
+MD_INLINE void tile_q8_0(int64_t nb, const int R, const int T, const int vnni, const uint8_t *w, uint64_t ws,
+                         const uint8_t *x, uint64_t xs, float *y, int64_t ys) {
+    __m256 acc[4][4];
+    for (int r = 0; r < R; r++)
+        for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        __m256i xv[4];
+        __m256 dx[4];
+        for (int t = 0; t < T; t++) {
+            const clb_block_q8_0 *xb = (const clb_block_q8_0 *)(x + (uint64_t)t * xs) + b;
+            xv[t] = LD256(xb->qs);
+            dx[t] = bcast_fp16(xb->d);
+        }
+        for (int r = 0; r < R; r++) {
+            const clb_block_q8_0 *wb = (const clb_block_q8_0 *)(w + (uint64_t)r * ws) + b;
+            const __m256i q = LD256(wb->qs);
+            const __m256i aq = _mm256_sign_epi8(q, q);
+            const __m256 dw = bcast_fp16(wb->d);
+            for (int t = 0; t < T; t++) {
+                const __m256i p = dot_us(aq, _mm256_sign_epi8(xv[t], q), vnni);
+                acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(dw, dx[t]), acc[r][t]);
+            }
+        }
+    }
+    for (int r = 0; r < R; r++)
+        for (int t = 0; t < T; t++) y[(int64_t)t * ys + r] = hsum_ps(acc[r][t]);
+}
+
+/* Q4_K x Q8_K: d * sum_j sc_j sum(q x) - dmin * sum_j m_j (bsums of sub-block j), the
+   12-byte 6-bit scales unpacked with four 32-bit operations. */
+MD_INLINE void k4_scales(const uint8_t *s, __m256i *sc16, __m256i *mins16) {
+    uint32_t u0, u1, u2;
+    memcpy(&u0, s, 4);
+    memcpy(&u1, s + 4, 4);
+    memcpy(&u2, s + 8, 4);
+    const uint32_t sc_lo = u0 & 0x3f3f3f3fu, m_lo = u1 & 0x3f3f3f3fu;
+    const uint32_t sc_hi = (u2 & 0x0f0f0f0fu) | ((u0 >> 2) & 0x30303030u);
+    const uint32_t m_hi = ((u2 >> 4) & 0x0f0f0f0fu) | ((u1 >> 2) & 0x30303030u);
+    const __m128i sc8 = _mm_cvtsi64_si128((long long)((uint64_t)sc_lo | (uint64_t)sc_hi << 32));
+    const __m128i m8 = _mm_cvtsi64_si128((long long)((uint64_t)m_lo | (uint64_t)m_hi << 32));
+    /* sc16: the 8 scales as int16 in both 128-bit lanes; mins16: m0 m0 m1 m1 ... m7 m7 */
+    *sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sc8));
+    *mins16 = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(m8, _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7)));
+}
+
+MD_INLINE void tile_q4_k(int64_t nb, const int R, const int T, const int vnni, const uint8_t *w, uint64_t ws,
+                         const uint8_t *x, uint64_t xs, float *y, int64_t ys) {
+    (void)vnni; /* the per-sub-block scale multiply needs the int16 madd path */
+    __m256 acc[4][4];
+    for (int r = 0; r < R; r++)
+        for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps();
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    for (int64_t i = 0; i < nb; i++) {
+        for (int r = 0; r < R; r++) {
+            const clb_block_q4_k *wb = (const clb_block_q4_k *)(w + (uint64_t)r * ws) + i;
+            __m256i sc16, mins16;
+            k4_scales(wb->scales, &sc16, &mins16);
+            __m256i isum[4];
+            for (int t = 0; t < T; t++) isum[t] = _mm256_setzero_si256();
+            for (int c = 0; c < 4; c++) {
+                const __m256i q = LD256(wb->qs + 32 * c);
+                const __m256i q0 = _mm256_and_si256(q, m4);
+                const __m256i q1 = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+                const __m256i s0 = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)(0x0101 * (4 * c) + 0x0100)));
+                const __m256i s1 = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)(0x0101 * (4 * c + 2) + 0x0100)));
+                for (int t = 0; t < T; t++) {
+                    const clb_block_q8_k *xb = (const clb_block_q8_k *)(x + (uint64_t)t * xs) + i;
+                    const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(q0, LD256(xb->qs + 64 * c)), s0);
+                    const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(q1, LD256(xb->qs + 64 * c + 32)), s1);
+                    isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(p0, p1));
+                }
+            }
+            const float d = fp16(wb->d), dmin = fp16(wb->dmin);
+            for (int t = 0; t < T; t++) {
+                const clb_block_q8_k *xb = (const clb_block_q8_k *)(x + (uint64_t)t * xs) + i;
+                const __m256i msum = _mm256_madd_epi16(mins16, LD256(xb->bsums));
+                acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_set1_ps(d * xb->d), acc[r][t]);
+                acc[r][t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_set1_ps(dmin * xb->d), acc[r][t]);
+            }
+        }
+    }
+    for (int r = 0; r < R; r++)
+        for (int t = 0; t < T; t++) y[(int64_t)t * ys + r] = hsum_ps(acc[r][t]);
+}
+
+/* mdot over any nr, nt <= 4: one token -> tiles of up to 4 rows; several tokens -> pairs
+   of rows against all the tokens. */
+#define DEFINE_MDOT(NAME, TILE, BLOCK, VNNI)                                                               \
+    static void NAME(int64_t n, int nr, int nt, const void *w, uint64_t ws, const void *x, uint64_t xs,    \
+                     float *y, int64_t ys) {                                                               \
+        const int64_t nb = n / (BLOCK);                                                                    \
+        const uint8_t *wp = w, *xp = x;                                                                    \
+        if (nt == 1) {                                                                                     \
+            switch (nr) {                                                                                  \
+            case 1: TILE(nb, 1, 1, VNNI, wp, ws, xp, xs, y, ys); return;                                   \
+            case 2: TILE(nb, 2, 1, VNNI, wp, ws, xp, xs, y, ys); return;                                   \
+            case 3: TILE(nb, 3, 1, VNNI, wp, ws, xp, xs, y, ys); return;                                   \
+            default: TILE(nb, 4, 1, VNNI, wp, ws, xp, xs, y, ys); return;                                  \
+            }                                                                                              \
+        }                                                                                                  \
+        for (int r = 0; r < nr; r += 2) {                                                                  \
+            const uint8_t *wr = wp + (uint64_t)r * ws;                                                     \
+            float *yr = y + r;                                                                             \
+            const int two = nr - r >= 2;                                                                   \
+            switch (nt) {                                                                                  \
+            case 2: if (two) TILE(nb, 2, 2, VNNI, wr, ws, xp, xs, yr, ys); else TILE(nb, 1, 2, VNNI, wr, ws, xp, xs, yr, ys); break; \
+            case 3: if (two) TILE(nb, 2, 3, VNNI, wr, ws, xp, xs, yr, ys); else TILE(nb, 1, 3, VNNI, wr, ws, xp, xs, yr, ys); break; \
+            default: if (two) TILE(nb, 2, 4, VNNI, wr, ws, xp, xs, yr, ys); else TILE(nb, 1, 4, VNNI, wr, ws, xp, xs, yr, ys); break; \
+            }                                                                                              \
+        }                                                                                                  \
+    }                                                                                                      \
+    static void NAME##_1(int64_t n, float *out, const void *w, const void *x) {                            \
+        TILE(n / (BLOCK), 1, 1, VNNI, (const uint8_t *)w, 0, (const uint8_t *)x, 0, out, 0);               \
+    }
+
+DEFINE_MDOT(mdot_q4_0, tile_q4_0, CLB_QK, 0)
+DEFINE_MDOT(mdot_q4_0_vnni, tile_q4_0, CLB_QK, 1)
+DEFINE_MDOT(mdot_q8_0, tile_q8_0, CLB_QK, 0)
+DEFINE_MDOT(mdot_q8_0_vnni, tile_q8_0, CLB_QK, 1)
+DEFINE_MDOT(mdot_q4_k, tile_q4_k, CLB_QK_K, 0)
+
+void clb_kernels_fill_avx2_mdot(clb_kernels *k, clb_mdot_fn *mdot, bool vnni) {
+    mdot[CLB_DT_Q4_0] = vnni ? mdot_q4_0_vnni : mdot_q4_0;
+    mdot[CLB_DT_Q8_0] = vnni ? mdot_q8_0_vnni : mdot_q8_0;
+    mdot[CLB_DT_Q4_K] = mdot_q4_k;
+    k->vec_dot[CLB_DT_Q4_0] = vnni ? mdot_q4_0_vnni_1 : mdot_q4_0_1;
+    k->vec_dot[CLB_DT_Q8_0] = vnni ? mdot_q8_0_vnni_1 : mdot_q8_0_1;
+    k->vec_dot[CLB_DT_Q4_K] = mdot_q4_k_1;
+    if (vnni) k->isa = "avx2+vnni";
+}
+
 /* ---- table --------------------------------------------------------------------------- */
 
 void clb_kernels_fill_avx2(clb_kernels *k) {
@@ -466,8 +598,6 @@ void clb_kernels_fill_avx2(clb_kernels *k) {
     k->vec_dot[CLB_DT_F32] = vec_dot_f32;
     k->vec_dot[CLB_DT_F16] = vec_dot_f16;
     k->vec_dot[CLB_DT_BF16] = vec_dot_bf16;
-    k->vec_dot[CLB_DT_Q8_0] = vec_dot_q8_0;
-    k->vec_dot[CLB_DT_Q4_0] = vec_dot_q4_0;
     k->vec_dot[CLB_DT_Q4_1] = vec_dot_q4_1;
     k->vec_dot[CLB_DT_Q5_0] = vec_dot_q5_0;
     k->vec_dot[CLB_DT_Q5_1] = vec_dot_q5_1;
@@ -475,11 +605,11 @@ void clb_kernels_fill_avx2(clb_kernels *k) {
     k->vec_dot[CLB_DT_MXFP4] = vec_dot_mxfp4;
     k->vec_dot[CLB_DT_Q2_K] = vec_dot_q2_k;
     k->vec_dot[CLB_DT_Q3_K] = vec_dot_q3_k;
-    k->vec_dot[CLB_DT_Q4_K] = vec_dot_q4_k;
     k->vec_dot[CLB_DT_Q5_K] = vec_dot_q5_k;
     k->vec_dot[CLB_DT_Q6_K] = vec_dot_q6_k;
     k->vec_dot[CLB_DT_IQ4_XS] = vec_dot_iq4_xs;
     k->quantize[CLB_DT_Q8_0] = quantize_q8_0;
+    /* Q4_0, Q8_0, Q4_K: the blocked kernels (clb_kernels_fill_avx2_mdot) */
 }
 
 #else

@@ -11,6 +11,7 @@
  * A slot is chosen for a load only when it is free or its expert is RESIDENT and unpinned,
  * so a load never overwrites bytes a kernel may be reading. */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -376,6 +377,8 @@ int clb_store_set_policy(clb_expert_store *s, int policy) {
     pthread_mutex_unlock(&s->mu);
     return COLIBRI_OK;
 }
+
+int clb_store_max_pinned(const clb_expert_store *s) { return s && s->bounded ? s->n_slots : INT_MAX; }
 
 void clb_store_note_recall(clb_expert_store *s, int layer, uint64_t n_hit, uint64_t n_true) {
     if (!s || layer < 0 || layer >= s->n_layer) return;

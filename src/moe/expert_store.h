@@ -60,6 +60,8 @@ void clb_store_request(clb_expert_store *s, int layer, int expert, int prio);
 void clb_store_layer_done(clb_expert_store *s, int layer);
 /* Changes the cache policy from the next eviction on. */
 int clb_store_set_policy(clb_expert_store *s, int policy);
+/* How many experts may be pinned (acquired) at once: the pool's slots, or INT_MAX. */
+int clb_store_max_pinned(const clb_expert_store *s);
 /* Lookahead accounting: of n_true true top-k picks of layer, n_hit had been predicted. */
 void clb_store_note_recall(clb_expert_store *s, int layer, uint64_t n_hit, uint64_t n_true);
 /* Drops every unpinned resident expert (tests; shrinking). */

@@ -2,7 +2,8 @@
 """Compare a colibri logits dump with a reference, or two greedy id strings.
 
   compare.py logits GOT.bin REF.bin --vocab V [--got-rows A:B] [--ref-rows A:B]
-             [--max-rel X] [--max-rel-row X] [--rms-std X] [--min-argmax F] [--label S]
+             [--max-rel X] [--max-rel-row X] [--rms-std X] [--min-argmax F]
+             [--lead-rel X --lead-rows N] [--label S]
   compare.py greedy GOT REF [--label S]        (each a file or a literal id list)
 
 logits: both files are raw little-endian float32 [rows][V]; row ranges select rows
@@ -12,8 +13,11 @@ logits: both files are raw little-endian float32 [rows][V]; row ranges select ro
   max_rel_row  max over rows of  max_abs(row) / max |ref row|
   rms          sqrt(mean((got - ref)^2));  rms_std = rms / std(ref)
   argmax       rows whose argmax agrees (ties to the lowest id) / rows
+  lead         (with --lead-rel X) how many leading rows have max_rel_row <= X, i.e. where
+               the first row beyond X is
 Exit status 1 when a given bound is exceeded (--max-rel, --max-rel-row, --rms-std are
-upper bounds; --min-argmax is a lower bound on the agreeing fraction), 2 on bad input.
+upper bounds; --min-argmax is a lower bound on the agreeing fraction; --lead-rows N with
+--lead-rel X requires the first N rows to be within X each), 2 on bad input.
 greedy: exact comparison of two id sequences; prints the first mismatch.
 """
 import argparse
@@ -40,14 +44,19 @@ def load_rows(path, vocab, rows):
     return a[_slice(rows)]
 
 
-def figures(got, ref):
+def figures(got, ref, lead_rel=None):
     d = np.abs(got.astype(np.float64) - ref.astype(np.float64))
     maxref = float(np.max(np.abs(ref)))
     row_rel = d.max(axis=1) / np.maximum(np.abs(ref).max(axis=1), 1e-30)
     rms = float(np.sqrt(np.mean(d * d)))
     std = float(np.std(ref.astype(np.float64)))
     agree = int(np.sum(np.argmax(got, axis=1) == np.argmax(ref, axis=1)))
+    lead = None
+    if lead_rel is not None:
+        over = np.nonzero(~(row_rel <= lead_rel))[0]
+        lead = int(over[0]) if over.size else int(got.shape[0])
     return {
+        "lead": lead,
         "max_abs": float(d.max()),
         "max_rel": float(d.max()) / max(maxref, 1e-30),
         "max_rel_row": float(row_rel.max()),
@@ -68,11 +77,14 @@ def cmd_logits(a):
     if got.shape != ref.shape:
         print(f"{a.label}: FAIL shape mismatch: got {got.shape[0]} rows, reference {ref.shape[0]} rows")
         return 1
-    f = figures(got, ref)
+    if a.lead_rows is not None and a.lead_rel is None:
+        raise SystemExit("compare: --lead-rows needs --lead-rel")
+    f = figures(got, ref, a.lead_rel)
+    lead = "" if f["lead"] is None else f" lead(<={a.lead_rel:g})={f['lead']}/{f['rows']}"
     print(f"{a.label}: max_abs={f['max_abs']:.3g} max_rel={f['max_rel']:.3g} "
           f"max_rel_row={f['max_rel_row']:.3g} (row {f['worst_row']}) rms={f['rms']:.3g} "
           f"rms_std={f['rms_std']:.3g} ref_std={f['ref_std']:.3g} ref_max={f['ref_max_abs']:.3g} "
-          f"argmax={f['argmax']}/{f['rows']}")
+          f"argmax={f['argmax']}/{f['rows']}{lead}")
     bad = []
     if not f["finite"]:
         bad.append("non-finite values in the dump")
@@ -84,6 +96,8 @@ def cmd_logits(a):
         bad.append(f"rms_std {f['rms_std']:.3g} > {a.rms_std:g}")
     if a.min_argmax is not None and f["argmax"] < a.min_argmax * f["rows"] - 1e-9:
         bad.append(f"argmax agreement {f['argmax']}/{f['rows']} < {a.min_argmax:g}")
+    if a.lead_rows is not None and f["lead"] < min(a.lead_rows, f["rows"]):
+        bad.append(f"row {f['lead']} has max_rel_row > {a.lead_rel:g}; the first {a.lead_rows} rows must be within it")
     if bad:
         print(f"{a.label}: FAIL " + "; ".join(bad))
         return 1
@@ -123,6 +137,8 @@ def main(argv=None):
     lg.add_argument("--max-rel-row", type=float)
     lg.add_argument("--rms-std", type=float)
     lg.add_argument("--min-argmax", type=float)
+    lg.add_argument("--lead-rel", type=float, help="per-row bound for the leading rows")
+    lg.add_argument("--lead-rows", type=int, help="how many leading rows must be within --lead-rel")
     lg.add_argument("--label", default="logits")
     gr = sub.add_parser("greedy")
     gr.add_argument("got")

@@ -18,7 +18,11 @@ until every top-k decision (and top-k-group decision) on the token list has a ma
 sigmoid routers), so f32 routing is not decided by rounding. --margin-greedy N extends
 the checked sequence with the model's own N-token greedy continuation; --margin-dtypes
 also requires the margins on the weights round-tripped through those dtypes (with
-Q8_0 activations for q8_0/q4_0), so quantized comparisons see the same experts.
+Q8_0 activations for q8_0/q4_0), so quantized comparisons see the same experts. A
+variant is T (every quantizable tensor) or DENSE+EXPERTS (routed experts in EXPERTS,
+the rest in DENSE: colibri convert --dtype DENSE --expert-dtype EXPERTS), e.g.
+--margin-dtypes q8_0,q4_0,q8_0+q4_0. The variants are built by hf_ref.quantized_model,
+the same code as hf_ref.py --weights-dtype/--expert-weights-dtype/--act-quant.
 
 Also writes tokens.txt (the token list: BOS 1 then uniform ids in [3, vocab)) and
 meta.json (seed, dims, re-draws, achieved margins, smallest top1-top2 logit gap, greedy).
@@ -222,13 +226,34 @@ def rounder(dtype):
     return lambda x: quant.qdq(np.asarray(x, dtype=np.float32), dtype)
 
 
+WEIGHT_DTYPES = ("f32", "f16", "bf16", "q8_0", "q4_0")
+
+
+def parse_margin_dtypes(s):
+    """'q8_0,q4_0,q8_0+q4_0' -> [(dense, experts)]: a variant is a weight dtype, or
+    DENSE+EXPERTS (colibri convert --dtype DENSE --expert-dtype EXPERTS)."""
+    out = []
+    for item in (x.strip() for x in s.split(",")):
+        if not item:
+            continue
+        parts = item.split("+")
+        if len(parts) > 2 or any(p not in WEIGHT_DTYPES for p in parts):
+            raise argparse.ArgumentTypeError(f"margin dtype {item!r}: expected T or DENSE+EXPERTS, "
+                                             f"T one of {', '.join(WEIGHT_DTYPES)}")
+        out.append((parts[0], parts[1] if len(parts) == 2 else None))
+    return out
+
+
 def variant_models(cfg, tensors, dtypes):
+    """The f32 model plus one hf_ref model per (dense, experts) dtype pair, built exactly as
+    hf_ref.py --weights-dtype DENSE [--expert-weights-dtype EXPERTS] --act-quant q8_0 builds
+    it (Q8_0 activations only where a q8_0/q4_0 weight is used)."""
     out = [("f32-as-stored", hf_ref.Model(cfg, tensors))]
-    for dt in dtypes:
-        qt = {n: dt for n, a in tensors.items() if quant.quantizable(n, a.shape)
-              and not (dt in ("q8_0", "q4_0") and a.shape[-1] % quant.QK)}
-        out.append((dt, hf_ref.Model(cfg, quant.apply_weights_dtype(tensors, dt), qt,
-                                      "q8_0" if dt in ("q8_0", "q4_0") else None)))
+    for dt, edt in dtypes:
+        m = hf_ref.quantized_model(cfg, tensors, dt, edt)
+        if any(t in ("q8_0", "q4_0") for t in m.qtypes.values()):
+            m.act_quant = "q8_0"
+        out.append((dt + ("+" + edt if edt else ""), m))
     return out
 
 
@@ -352,7 +377,9 @@ def main(argv=None):
     ap.add_argument("--n-tokens", type=int, default=40)
     ap.add_argument("--margin", type=float, default=1e-3)
     ap.add_argument("--margin-greedy", type=int, default=0)
-    ap.add_argument("--margin-dtypes", type=lambda s: [x for x in s.split(",") if x], default=[])
+    ap.add_argument("--margin-dtypes", type=parse_margin_dtypes, default=[],
+                    help="also require the margins for these weight variants: T or DENSE+EXPERTS, "
+                         "comma separated (q8_0,q4_0,q8_0+q4_0)")
     ap.add_argument("--max-redraws", type=int, default=400)
     ap.add_argument("--meta-greedy", type=int, default=24, help="greedy ids recorded in meta.json")
     a = ap.parse_args(argv)
@@ -399,8 +426,10 @@ def main(argv=None):
         f.write(" ".join(map(str, toks)) + "\n")
     meta = {"family": a.family, "seed": a.seed, "dtype": a.dtype, "shards": a.shards, "n_tokens": len(toks),
             "n_params": int(sum(t.size for t in tensors.values())), "router_redraws_per_layer": redraws,
-            "min_routing_margin_per_layer": margins, "margin_checked_on": len(seq), "margin_dtypes": a.margin_dtypes,
-            "min_top1_top2_logit_gap_prompt": gap, "greedy": g, "args": vars(a)}
+            "min_routing_margin_per_layer": margins, "margin_checked_on": len(seq),
+            "margin_dtypes": [d + ("+" + e if e else "") for d, e in a.margin_dtypes],
+            "min_top1_top2_logit_gap_prompt": gap, "greedy": g,
+            "args": dict(vars(a), margin_dtypes=[d + ("+" + e if e else "") for d, e in a.margin_dtypes])}
     with open(os.path.join(a.out, "meta.json"), "w") as f:
         json.dump(meta, f, indent=1)
     print(f"{a.out}: {a.family} {meta['n_params']} params, redraws {redraws}, margins "

@@ -63,47 +63,90 @@ class Model:
         return default if v is None else v
 
 
+def storage_types(tensors, weights_dtype=None, expert_dtype=None):
+    """{name: dtype} for every tensor colibri stores as something other than f32 (the
+    rule of quant.quantizable; routed experts take expert_dtype when given; q8_0/q4_0
+    tensors whose rows are not a multiple of 32 stay f32)."""
+    qtypes = {}
+    for name, a in tensors.items():
+        t = expert_dtype if (expert_dtype and quant.is_routed_expert(name)) else weights_dtype
+        if t in (None, "f32") or not quant.quantizable(name, a.shape):
+            continue
+        if t in ("q8_0", "q4_0") and a.shape[-1] % quant.QK:
+            continue
+        qtypes[name] = t
+    return qtypes
+
+
+def quantized_model(cfg, tensors, weights_dtype=None, expert_dtype=None, act_quant=None, log=None):
+    """Model on float32 tensors round-tripped through weights_dtype (routed experts through
+    expert_dtype if given), as colibri convert --dtype / --expert-dtype stores them.
+    act_quant="q8_0": Q8_0 activations in every product with a q8_0/q4_0 weight."""
+    qtypes = storage_types(tensors, weights_dtype, expert_dtype)
+    if qtypes:
+        tensors = quant.apply_weights_dtype(tensors, weights_dtype, expert_dtype, log=log)
+    return Model(cfg, tensors, qtypes, act_quant)
+
+
 def load_model(hf_dir, weights_dtype=None, expert_dtype=None, act_quant=None, log=None):
     with open(os.path.join(hf_dir, "config.json")) as f:
         cfg = json.load(f)
     tensors = safetensors_np.load_dir(hf_dir)
     tensors = {k: v.astype(F32) for k, v in tensors.items()}
-    qtypes = {}
-    if (weights_dtype and weights_dtype != "f32") or (expert_dtype and expert_dtype != "f32"):
-        for name, a in tensors.items():
-            t = expert_dtype if (expert_dtype and quant.is_routed_expert(name)) else weights_dtype
-            if t and t != "f32" and quant.quantizable(name, a.shape):
-                qtypes[name] = t
-        tensors = quant.apply_weights_dtype(tensors, weights_dtype, expert_dtype, log=log)
-        for name in list(qtypes):
-            if qtypes[name] in ("q8_0", "q4_0") and tensors[name].shape[-1] % quant.QK:
-                del qtypes[name]
-    return Model(cfg, tensors, qtypes, act_quant)
+    return quantized_model(cfg, tensors, weights_dtype, expert_dtype, act_quant, log)
 
 
 # ----------------------------------------------------------------------------- basics
+#
+# Rounding policy. Every tensor the HF code holds in float32 is float32 here too, but each
+# operation producing one is evaluated in float64 and rounded once: products and sums
+# (linear layers, attention scores and value sums) accumulate in float64, exp / sqrt /
+# cos / sin are float64 functions rounded to float32 (numpy's own float32 exp is off by
+# an ulp on ~40 % of inputs), RoPE frequencies and angles are float64. For float weights
+# this is the HF computation up to ~1e-7 relative. For quantized weights it is what makes
+# the reference usable at all: a Q8_0 activation rounding is a step function (its fp16
+# scale amax/127 and roundf(x/d) jump at boundaries), so a 1-ulp difference in its input
+# can change a whole 32-value block and, through later layers and the KV cache, every
+# following logit by ~1 %. Computing each input as exactly as possible leaves only the
+# engine's own few-ulp errors to fall on a boundary (tests/reference/README.md).
+
+F64 = np.float64
+
+
+def exp32(x):
+    """float32 exp, correctly rounded (float64 exp, one rounding)."""
+    return np.exp(np.asarray(x, dtype=F32).astype(F64)).astype(F32)
+
 
 def rmsnorm(x, w, eps):
+    """w * (x * s), s = 1/sqrt(mean(x^2) + eps) evaluated in float64 and rounded once."""
     x = x.astype(F32)
-    var = np.mean(x * x, axis=-1, keepdims=True, dtype=F32)
-    return (w * (x * (F32(1.0) / np.sqrt(var + F32(eps))))).astype(F32)
+    x64 = x.astype(F64)
+    var = np.mean(x64 * x64, axis=-1, keepdims=True)
+    s = (1.0 / np.sqrt(var + float(eps))).astype(F32)
+    return (w * (x * s)).astype(F32)
 
 
 def silu(x):
     with np.errstate(over="ignore"):
-        return (x / (F32(1.0) + np.exp(-x))).astype(F32)
+        return (x / (F32(1.0) + exp32(-x))).astype(F32)
 
 
 def sigmoid(x):
     with np.errstate(over="ignore"):
-        return (F32(1.0) / (F32(1.0) + np.exp(-x))).astype(F32)
+        return (F32(1.0) / (F32(1.0) + exp32(-x))).astype(F32)
 
 
 def softmax(x, axis=-1):
     x = x.astype(F32)
     m = np.max(x, axis=axis, keepdims=True)
-    e = np.exp(x - m)
-    return (e / np.sum(e, axis=axis, keepdims=True, dtype=F32)).astype(F32)
+    e = exp32(x - m)
+    return (e.astype(F64) / np.sum(e, axis=axis, keepdims=True, dtype=F64)).astype(F32)
+
+
+def matmul(a, b):
+    """float32 a @ b accumulated in float64, rounded once."""
+    return (np.asarray(a, dtype=F32).astype(F64) @ np.asarray(b, dtype=F32).astype(F64)).astype(F32)
 
 
 def act_fn(cfg):
@@ -120,7 +163,7 @@ def linear(m, x, name, wmat=None, bias_name=None):
     W = m.w(name) if wmat is None else wmat
     if m.act_quant == "q8_0" and m.qtypes.get(name) in ("q8_0", "q4_0"):
         x = quant.qdq(x, "q8_0")
-    y = (x.astype(F32) @ W.T).astype(F32)
+    y = matmul(x, W.T)
     if bias_name is not None and m.has(bias_name):
         y = y + m.w(bias_name)
     return y
@@ -129,9 +172,9 @@ def linear(m, x, name, wmat=None, bias_name=None):
 # ----------------------------------------------------------------------------- RoPE
 
 def _default_inv_freq(base, dim):
-    # torch: 1.0 / (base ** (arange(0, dim, 2).float() / dim)), float32
-    expo = (np.arange(0, dim, 2, dtype=np.int64).astype(F32) / F32(dim)).astype(F32)
-    return (1.0 / (np.float64(base) ** expo.astype(np.float64))).astype(F32)
+    # torch: 1.0 / (base ** (arange(0, dim, 2).float() / dim)); kept in float64 here (the
+    # float32 rounding of a frequency moves the angle at position p by ~p * 3e-8 rad)
+    return 1.0 / (F64(base) ** (np.arange(0, dim, 2, dtype=np.int64).astype(F64) / dim))
 
 
 def _get_mscale(scale, mscale=1.0):
@@ -141,7 +184,7 @@ def _get_mscale(scale, mscale=1.0):
 
 
 def rope_params(cfg, dim, seq_len):
-    """(inv_freq float32 [dim/2], attention_factor) for rope_scaling types
+    """(inv_freq float64 [dim/2], attention_factor) for rope_scaling types
     default / linear / dynamic / yarn / llama3, as modeling_rope_utils.py defines them."""
     base = cfg.get("rope_theta", 10000.0) or 10000.0
     rs = cfg.get("rope_scaling") or {}
@@ -149,7 +192,7 @@ def rope_params(cfg, dim, seq_len):
     if rtype == "default":
         return _default_inv_freq(base, dim), 1.0
     if rtype == "linear":
-        return (_default_inv_freq(base, dim) / F32(rs["factor"])).astype(F32), 1.0
+        return _default_inv_freq(base, dim) / float(rs["factor"]), 1.0
     if rtype == "dynamic":
         # dynamic_rope_update: frequencies are recomputed when the sequence grows past
         # max_position_embeddings (seq_len = max position + 1); below it they are default.
@@ -159,7 +202,7 @@ def rope_params(cfg, dim, seq_len):
         b = base * ((factor * sl / maxp) - (factor - 1)) ** (dim / (dim - 2))
         return _default_inv_freq(b, dim), 1.0
     if rtype == "llama3":
-        inv = _default_inv_freq(base, dim).astype(np.float64)
+        inv = _default_inv_freq(base, dim)
         factor = rs["factor"]
         lo, hi = rs["low_freq_factor"], rs["high_freq_factor"]
         old = rs["original_max_position_embeddings"]
@@ -169,7 +212,7 @@ def rope_params(cfg, dim, seq_len):
         smooth = (old / wl - lo) / (hi - lo)
         smoothed = (1 - smooth) * inv_l / factor + smooth * inv_l
         medium = ~(wl < hi_wl) & ~(wl > lo_wl)
-        return np.where(medium, smoothed, inv_l).astype(F32), 1.0
+        return np.where(medium, smoothed, inv_l), 1.0
     if rtype == "yarn":
         # factor is rope_scaling.factor (DeepSeek's own code and transformers >= 5; the
         # 4.5x releases recomputed it as max_position_embeddings / original_max_position_
@@ -197,21 +240,21 @@ def rope_params(cfg, dim, seq_len):
         low, high = max(low, 0), min(high, dim - 1)
         if low == high:
             high += 0.001
-        ramp = np.clip((np.arange(dim // 2, dtype=F32) - F32(low)) / F32(high - low), 0, 1).astype(F32)
-        pos_freqs = (np.float64(base) ** (np.arange(0, dim, 2).astype(F32) / F32(dim)).astype(np.float64)).astype(F32)
-        extra = (F32(1.0) / pos_freqs).astype(F32)
-        inter = (F32(1.0) / (F32(factor) * pos_freqs)).astype(F32)
-        ext_factor = (F32(1.0) - ramp).astype(F32)
-        inv = (inter * (F32(1.0) - ext_factor) + extra * ext_factor).astype(F32)
+        ramp = np.clip((np.arange(dim // 2, dtype=F64) - low) / (high - low), 0, 1)
+        pos_freqs = F64(base) ** (np.arange(0, dim, 2).astype(F64) / dim)
+        extra = 1.0 / pos_freqs
+        inter = 1.0 / (factor * pos_freqs)
+        ext_factor = 1.0 - ramp
+        inv = inter * (1.0 - ext_factor) + extra * ext_factor
         return inv, float(att)
     raise ValueError(f"rope_scaling type {rtype!r} not supported")
 
 
 def rope_cos_sin(inv_freq, n, att):
-    pos = np.arange(n, dtype=F32)
-    freqs = (pos[:, None] * inv_freq[None, :]).astype(F32)  # [n][dim/2]
-    cos = (np.cos(freqs.astype(np.float64)).astype(F32) * F32(att)).astype(F32)
-    sin = (np.sin(freqs.astype(np.float64)).astype(F32) * F32(att)).astype(F32)
+    """float32 cos/sin [n][dim/2] of the float64 angles p * inv_freq, times att."""
+    freqs = np.arange(n, dtype=F64)[:, None] * np.asarray(inv_freq, dtype=F64)[None, :]
+    cos = (np.cos(freqs).astype(F32) * F32(att)).astype(F32)
+    sin = (np.sin(freqs).astype(F32) * F32(att)).astype(F32)
     return cos, sin
 
 
@@ -249,10 +292,10 @@ def attend(q, k, v, scale, window=None):
     out = np.empty((n, H, v.shape[2]), dtype=F32)
     for h in range(H):
         kh = h // g
-        s = ((q[:, h, :] @ k[:, kh, :].T).astype(F32) * F32(scale)).astype(F32)
+        s = (matmul(q[:, h, :], k[:, kh, :].T) * F32(scale)).astype(F32)
         s[mask] = -np.inf
         p = softmax(s, axis=-1)
-        out[:, h, :] = (p @ v[:, kh, :]).astype(F32)
+        out[:, h, :] = matmul(p, v[:, kh, :])
     return out.reshape(n, H * v.shape[2])
 
 

@@ -10,6 +10,9 @@
   - GraniteMoe router (softmax of the top-k logits) == renormalised softmax top-k
   - DeepSeek-V3 noaux_tc routing == a direct per-token loop transcription of
     DeepseekV3TopkRouter (masked_fill 0.0, topk(2).sum group scores)
+  - rounding policy: rmsnorm / exp / products are the float64 values rounded once
+  - mixed storage (--weights-dtype q8_0 --expert-weights-dtype q4_0): per-tensor dtypes,
+    and gen_model.py --margin-dtypes q8_0+q4_0 really protects that variant's routing
 """
 import os
 import shutil
@@ -22,6 +25,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import hf_ref  # noqa: E402
+import quant  # noqa: E402
 import safetensors_np  # noqa: E402
 
 FAILS = []
@@ -130,6 +134,44 @@ def test_v3_router():
         check(np.allclose(np.array(ww)[np.argsort(sel)], w[t][order], atol=1e-5), f"v3 weights token {t}")
 
 
+def test_rounding():
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((50, 128)).astype(np.float32)
+    w = (1 + 0.1 * rng.standard_normal(128)).astype(np.float32)
+    x64 = x.astype(np.float64)
+    s = (1 / np.sqrt(np.mean(x64 * x64, axis=1, keepdims=True) + 1e-5)).astype(np.float32)
+    check(np.array_equal(hf_ref.rmsnorm(x, w, 1e-5), (w * (x * s)).astype(np.float32)), "rmsnorm scale not rounded once")
+    check(np.array_equal(hf_ref.exp32(x), np.exp(x64).astype(np.float32)), "exp32 not the rounded float64 exp")
+    a, b = x[:, :64], x[:, 64:].T
+    check(np.array_equal(hf_ref.matmul(a, b), (a.astype(np.float64) @ b.astype(np.float64)).astype(np.float32)),
+          "matmul not accumulated in float64")
+
+
+def test_mixed_storage(tmp):
+    d = gen(tmp, "mixtral", ["--margin-dtypes", "q8_0+q4_0", "--layers", "2"])
+    if not os.path.exists(os.path.join(d, "config.json")):
+        return
+    m = hf_ref.load_model(d, "q8_0", "q4_0", "q8_0")
+    qt = m.qtypes
+    p = "model.layers.0."
+    check(qt.get(p + "block_sparse_moe.experts.3.w2.weight") == "q4_0", "mixed: expert tensor not q4_0")
+    check(qt.get(p + "self_attn.o_proj.weight") == "q8_0" and qt.get("lm_head.weight") == "q8_0",
+          "mixed: dense tensors not q8_0")
+    check(p + "block_sparse_moe.gate.weight" not in qt and p + "input_layernorm.weight" not in qt,
+          "mixed: router / norm must stay f32")
+    raw = safetensors_np.load_dir(d)
+    e = p + "block_sparse_moe.experts.3.w2.weight"
+    check(np.array_equal(m.t[e], quant.qdq(raw[e], "q4_0")), "mixed: expert weights not the q4_0 round trip")
+    toks = hf_ref.parse_tokens(open(os.path.join(d, "tokens.txt")).read())
+    trace = {}
+    hf_ref.forward(m, toks, trace)
+    worst = min(float(np.min(t["margin"])) for t in trace.values())
+    check(worst >= 1e-3, f"mixed: routing margin {worst:.3g} < 1e-3 despite --margin-dtypes q8_0+q4_0")
+    r = subprocess.run([sys.executable, os.path.join(HERE, "gen_model.py"), "--family", "mixtral", "--out",
+                        os.path.join(tmp, "bad"), "--margin-dtypes", "q8_0+q5_0"], capture_output=True, text=True)
+    check(r.returncode != 0 and "q5_0" in r.stderr, "gen_model accepted margin dtype q8_0+q5_0")
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="colibri-ref-")
     try:
@@ -137,7 +179,9 @@ def main():
         test_rope_interleave()
         test_granite_router()
         test_v3_router()
+        test_rounding()
         test_families(tmp)
+        test_mixed_storage(tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"test_reference: {'FAILED ' + str(len(FAILS)) if FAILS else 'OK'}")

@@ -1,0 +1,158 @@
+#!/bin/sh
+# memory_budget.sh — Colibri's expert memory hierarchy on a model larger than its budget
+# (docs/MEMORY.md). Not run in CI.
+#
+#   sh bench/memory_budget.sh [-m MODEL] [-l LLAMA_BENCH] [-c CAP] [-b BUDGET] [-o OUTDIR] [--sweep]
+#
+#   MODEL        Mixtral-shaped q4_0 GGUF (default /tmp/mixtral-4l-q4_0.gguf; made with
+#                /usr/bin/python3 tools/gen_mixtral_gguf.py MODEL if missing)
+#   LLAMA_BENCH  path of llama.cpp's llama-bench (optional; skipped when absent)
+#   CAP          cgroup memory cap, page cache included (default 1536M)
+#   BUDGET       colibri --mem-budget inside the cap (default 1400M)
+#   --sweep      also decode tok/s against the budget, 10%..100% of the model (no cap), for
+#                docs/memory_budget.svg (bench/plot_budget.py)
+#
+# Needs root for the cgroup. This machine has cgroup v1 (/sys/fs/cgroup/memory); with only
+# cgroup v2 the script uses memory.max / memory.peak of a child of the root instead.
+# The page cache cannot be dropped here (/proc/sys/vm/drop_caches is read-only in this
+# container): "cold" evicts the model file's pages with posix_fadvise(DONTNEED) instead.
+set -u
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+MODEL=/tmp/mixtral-4l-q4_0.gguf
+LLAMA=""
+CAP=1536M
+BUDGET=1400M
+OUT=${TMPDIR:-/tmp}/colibri-membench
+SWEEP=0
+COLIBRI=${COLIBRI:-$ROOT/build/x86_64/colibri}
+PY=/usr/bin/python3
+THREADS=${THREADS:-2}
+NDEC=${NDEC:-16}
+while [ $# -gt 0 ]; do
+    case "$1" in
+    -m) MODEL=$2; shift 2 ;;
+    -l) LLAMA=$2; shift 2 ;;
+    -c) CAP=$2; shift 2 ;;
+    -b) BUDGET=$2; shift 2 ;;
+    -o) OUT=$2; shift 2 ;;
+    --sweep) SWEEP=1; shift ;;
+    *) echo "unknown argument $1" >&2; exit 2 ;;
+    esac
+done
+mkdir -p "$OUT"
+[ -f "$MODEL" ] || "$PY" "$ROOT/tools/gen_mixtral_gguf.py" "$MODEL" || exit 1
+# private copy: other builds may relink the binary while we run
+cp "$COLIBRI" "$OUT/colibri" || exit 1
+COLIBRI=$OUT/colibri
+
+to_bytes() { "$PY" -c "import sys;s=sys.argv[1];m={'K':1<<10,'M':1<<20,'G':1<<30};print(int(float(s[:-1])*m[s[-1]]) if s[-1] in m else int(s))" "$1"; }
+CAP_B=$(to_bytes "$CAP")
+
+# ---- cgroup ----
+CG=""
+if [ -d /sys/fs/cgroup/memory ]; then
+    CG=/sys/fs/cgroup/memory/colibri-bench
+    mkdir -p "$CG" && echo "$CAP_B" > "$CG/memory.limit_in_bytes" || CG=""
+    LIMIT_FILE=memory.limit_in_bytes; PEAK_FILE=memory.max_usage_in_bytes
+elif [ -f /sys/fs/cgroup/cgroup.controllers ]; then
+    CG=/sys/fs/cgroup/colibri-bench
+    mkdir -p "$CG" && echo "$CAP_B" > "$CG/memory.max" || CG=""
+    LIMIT_FILE=memory.max; PEAK_FILE=memory.peak
+fi
+[ -n "$CG" ] || echo "warning: no memory cgroup available: runs are NOT capped" >&2
+
+capped() { # capped CMD...: runs CMD inside the cgroup, records its peak in $OUT/peak
+    if [ -n "$CG" ]; then
+        [ "$PEAK_FILE" = memory.max_usage_in_bytes ] && echo 0 > "$CG/$PEAK_FILE"
+        sh -c 'echo $$ > "$0/cgroup.procs"; exec "$@"' "$CG" "$@"
+        _st=$?
+        cat "$CG/$PEAK_FILE" > "$OUT/peak"
+        return $_st
+    fi
+    "$@"
+}
+
+evict_file() { "$PY" -c "import os,sys;fd=os.open(sys.argv[1],os.O_RDONLY);os.posix_fadvise(fd,0,0,os.POSIX_FADV_DONTNEED)" "$1"; }
+cached_mib() { "$PY" "$ROOT/bench/pagecache.py" "$1"; }
+
+MODEL_B=$(stat -c %s "$MODEL")
+echo "model: $MODEL ($(echo "$MODEL_B / 1000000000" | bc -l | cut -c1-5) GB), cap $CAP ($CAP_B bytes), budget $BUDGET"
+echo "machine: $(nproc) CPUs, $(free -m | awk '/Mem:/{print $2}') MiB RAM, threads $THREADS"
+
+# ---- disk bandwidth: 1 and 4 readers, O_DIRECT, 1 GiB each ----
+bw() { # bw N -> MB/s over N parallel O_DIRECT readers of 1 GiB at different offsets
+    _n=$1; _t0=$(date +%s.%N)
+    for i in $(seq 0 $((_n - 1))); do
+        dd if="$MODEL" of=/dev/null bs=4M count=256 skip=$((i * 256)) iflag=direct 2>/dev/null &
+    done
+    wait
+    _t1=$(date +%s.%N)
+    echo "$_n * 1073.741824 / ($_t1 - $_t0)" | bc -l | cut -d. -f1
+}
+BW1=$(bw 1); BW4=$(bw 4)
+echo "disk read bandwidth (O_DIRECT, 4 MiB reads): 1 reader $BW1 MB/s, 4 readers $BW4 MB/s"
+echo "{\"bw1_MBps\":$BW1,\"bw4_MBps\":$BW4,\"model_bytes\":$MODEL_B,\"cap_bytes\":$CAP_B}" > "$OUT/disk.json"
+
+# ---- colibri under the cap, cold then warm ----
+run_colibri() { # label, extra args...
+    _label=$1; shift
+    capped "$COLIBRI" bench -m "$MODEL" -p 1 -n "$NDEC" --reps 1 --threads "$THREADS" --json --random-decode "$@" \
+        > "$OUT/colibri-$_label.json" 2> "$OUT/colibri-$_label.err"
+    _st=$?
+    [ $_st -eq 0 ] || { echo "colibri $_label failed ($_st):"; tail -3 "$OUT/colibri-$_label.err"; }
+    _peak=$(cat "$OUT/peak" 2>/dev/null || echo 0)
+    "$PY" - "$OUT/colibri-$_label.json" "$_peak" "$BW4" "$_label" <<'EOF'
+import json, sys
+j = json.load(open(sys.argv[1])); peak = int(sys.argv[2]); bw = float(sys.argv[3]) * 1e6
+j["cgroup_peak_bytes"] = peak
+bpt = j["bytes_read_per_token"]
+bound = bw / bpt if bpt > 0 else float("inf")
+j["io_bound_tok_s"] = bound
+json.dump(j, open(sys.argv[1], "w"))
+print("colibri %-6s decode %.2f tok/s | hit %.1f%% | read %.1f MB/token | recall %.1f%% | stall %.0f ms/token | "
+      "RSS peak %.0f MiB | cgroup peak %.0f MiB | I/O bound %.2f tok/s -> %.0f%%" % (
+      sys.argv[4], j["decode_tok_s"], 100 * j["hit_rate"], bpt / 1e6, 100 * j["lookahead_recall"],
+      1e3 * j["stall_s_per_token"], j["peak_rss_bytes"] / 2**20, peak / 2**20, bound,
+      100 * j["decode_tok_s"] / bound if bound > 0 else 0))
+EOF
+}
+evict_file "$MODEL"
+echo "page cache holds $(cached_mib "$MODEL") MiB of the model (cold)"
+run_colibri cold --mem-budget "$BUDGET" --direct-io
+run_colibri warm --mem-budget "$BUDGET" --direct-io
+run_colibri buffered --mem-budget "$BUDGET"
+
+# ---- llama.cpp under the same cap ----
+if [ -n "$LLAMA" ] && [ -x "$LLAMA" ]; then
+    evict_file "$MODEL"
+    capped "$LLAMA" -m "$MODEL" -p 0 -n "$NDEC" -t "$THREADS" -r "${LLAMA_REPS:-2}" -o json \
+        > "$OUT/llama.json" 2> "$OUT/llama.err" || { echo "llama-bench failed:"; tail -5 "$OUT/llama.err"; }
+    cp "$OUT/peak" "$OUT/llama.peak" 2>/dev/null
+    "$PY" - "$OUT/llama.json" "$(cat "$OUT/llama.peak" 2>/dev/null || echo 0)" <<'EOF'
+import json, sys
+try:
+    r = [x for x in json.load(open(sys.argv[1])) if x.get("n_gen", 0) > 0][0]
+    print("llama.cpp decode %.2f tok/s (stddev %.2f) | cgroup peak %.0f MiB" % (
+        r["avg_ts"], r.get("stddev_ts", 0), int(sys.argv[2]) / 2**20))
+except Exception as e:
+    print("llama.cpp: no result (%s)" % e)
+EOF
+else
+    echo "llama.cpp: no llama-bench given (-l PATH): Colibri figures only"
+fi
+
+# ---- sweep: tok/s against the budget, no cap (O_DIRECT so the page cache does not help) ----
+if [ "$SWEEP" -eq 1 ]; then
+    : > "$OUT/sweep.tsv"
+    for pct in 10 15 20 30 40 50 60 70 80 90 100; do
+        b=$(( MODEL_B / 100 * pct ))
+        "$COLIBRI" bench -m "$MODEL" -p 1 -n "$NDEC" --reps 1 --threads "$THREADS" --json --random-decode --mem-budget "$b" --direct-io \
+            > "$OUT/sweep-$pct.json" 2> "$OUT/sweep-$pct.err" || { echo "sweep $pct% failed"; tail -2 "$OUT/sweep-$pct.err"; continue; }
+        "$PY" -c "import json,sys;j=json.load(open(sys.argv[1]));print('%s\t%d\t%.3f\t%.4f\t%.0f' % (sys.argv[2], int(sys.argv[3]), j['decode_tok_s'], j['hit_rate'], j['bytes_read_per_token']))" \
+            "$OUT/sweep-$pct.json" "$pct" "$b" >> "$OUT/sweep.tsv"
+        tail -1 "$OUT/sweep.tsv"
+    done
+    "$PY" "$ROOT/bench/plot_budget.py" "$OUT/sweep.tsv" "$ROOT/docs/memory_budget.svg" "$MODEL_B"
+fi
+[ -n "$CG" ] && rmdir "$CG" 2>/dev/null
+exit 0

@@ -1,0 +1,93 @@
+/* mem_opts.h — the expert-memory-hierarchy options shared by `colibri run` and `colibri
+ * bench` (docs/MEMORY.md). Header-only so each subcommand stays self-contained. */
+#ifndef CLB_CLI_MEM_OPTS_H
+#define CLB_CLI_MEM_OPTS_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "colibri.h"
+
+#define MEM_OPTS_HELP                                                                              \
+    "  --mem-budget SIZE     memory budget (e.g. 1.5GiB): dense weights + KV cache + arena +\n"    \
+    "                        expert pool; experts are read into the pool, never mapped\n"          \
+    "  --expert-pool SIZE    expert pool alone (env COLIBRI_PAGE_POOL_SIZE)\n"                     \
+    "  --cache-policy P      lru (default), lfu or pinned\n"                                       \
+    "  --prefetch on|off     batch union + router lookahead prefetch (default on)\n"               \
+    "  --direct-io           read experts with O_DIRECT (bypasses the page cache)\n"              \
+    "  --io-threads N        expert I/O threads (default 4)\n"                                     \
+    "  --usage-stats         keep routing counts in MODEL.usage (teaches the pinned policy)\n"
+
+/* Returns 1 when argv[*i] was a memory option (consumed), 0 when not, -1 on a bad value. */
+static inline int mem_opts_parse(colibri_params *p, int argc, char **argv, int *i) {
+    const char *a = argv[*i], *val;
+    uint64_t sz;
+    long v;
+    if (!strcmp(a, "--direct-io")) return p->direct_io = 1, 1;
+    if (!strcmp(a, "--usage-stats")) return p->usage_stats = 1, 1;
+    if (strcmp(a, "--mem-budget") && strcmp(a, "--expert-pool") && strcmp(a, "--cache-policy") &&
+        strcmp(a, "--prefetch") && strcmp(a, "--io-threads"))
+        return 0;
+    if (!(val = cli_value(argc, argv, i))) return -1;
+    if (!strcmp(a, "--mem-budget") || !strcmp(a, "--expert-pool")) {
+        if (!cli_size(val, &sz) || sz == 0) return cli_fail("%s: '%s' is not a size (e.g. 1.5GiB)", a, val), -1;
+        if (a[2] == 'm') p->mem_budget = sz;
+        else p->expert_pool_bytes = sz;
+    } else if (!strcmp(a, "--cache-policy")) {
+        if (!strcmp(val, "lru")) p->cache_policy = COLIBRI_CACHE_LRU;
+        else if (!strcmp(val, "lfu")) p->cache_policy = COLIBRI_CACHE_LFU;
+        else if (!strcmp(val, "pinned")) p->cache_policy = COLIBRI_CACHE_PINNED;
+        else return cli_fail("--cache-policy: '%s' is not lru, lfu or pinned", val), -1;
+    } else if (!strcmp(a, "--prefetch")) {
+        if (!strcmp(val, "on")) p->prefetch = 1;
+        else if (!strcmp(val, "off")) p->prefetch = -1;
+        else return cli_fail("--prefetch: '%s' is not on or off", val), -1;
+    } else {
+        if (!cli_int(val, 0, 64, &v)) return cli_fail("--io-threads: '%s' is not in 0..64", val), -1;
+        p->io_threads = (int)v;
+    }
+    return 1;
+}
+
+/* Expert-store figures over a phase: call with sign -1 before it and +1 after. */
+typedef struct mem_acc {
+    double hits, misses, bytes, stall, la_hit, la_true, pf_issued, pf_used;
+} mem_acc;
+
+static inline void mem_acc_phase(colibri_engine_t *e, mem_acc *a, double sign) {
+    colibri_stats_t *s = malloc(sizeof *s);
+    if (!s) return;
+    *s = colibri_get_stats(e);
+    a->hits += sign * (double)s->expert_hits_total;
+    a->misses += sign * (double)s->expert_misses_total;
+    a->bytes += sign * (double)s->expert_bytes_read_total;
+    a->stall += sign * s->expert_stall_s_total;
+    a->la_hit += sign * (double)s->lookahead_hit;
+    a->la_true += sign * (double)s->lookahead_true;
+    a->pf_issued += sign * (double)s->prefetch_issued;
+    a->pf_used += sign * (double)s->prefetch_used;
+    free(s);
+}
+
+/* One line on stderr about the expert pool (nothing in the unbounded mode). */
+static inline void mem_opts_report(colibri_engine_t *e) {
+    colibri_stats_t *s = malloc(sizeof *s);
+    if (!s) return;
+    *s = colibri_get_stats(e);
+    if (s->expert_pool_slots > 0) {
+        const double acq = (double)(s->expert_hits_total + s->expert_misses_total);
+        fprintf(stderr,
+                "colibri: expert pool %d slots (%.1f MiB), %llu hits / %llu misses (%.1f%%), %.1f MiB read, "
+                "%llu evictions, stall %.3f s, lookahead recall %.1f%%\n",
+                s->expert_pool_slots, s->expert_pool_bytes / 1048576.0, (unsigned long long)s->expert_hits_total,
+                (unsigned long long)s->expert_misses_total, acq > 0 ? 100.0 * (double)s->expert_hits_total / acq : 0.0,
+                s->expert_bytes_read_total / 1048576.0, (unsigned long long)s->expert_evictions_total,
+                s->expert_stall_s_total,
+                s->lookahead_true ? 100.0 * (double)s->lookahead_hit / (double)s->lookahead_true : 0.0);
+    }
+    free(s);
+}
+
+#endif
