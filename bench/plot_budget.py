@@ -16,8 +16,8 @@ def main():
     yh = lambda h: H - B - h * (H - T - B)
     o = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">' % (W, H),
          '<rect width="100%" height="100%" fill="white"/>',
-         '<text x="%d" y="22" text-anchor="middle" font-size="14">Colibri decode speed vs memory budget '
-         '(Mixtral-8x7B dims, 4 layers, q4_0, %.2f GB; O_DIRECT, random weights)</text>' % (W / 2, model_gb)]
+         '<text x="%d" y="22" text-anchor="middle" font-size="13">Colibri decode tok/s vs memory budget '
+         '(Mixtral-8x7B dims, 4 layers, q4_0, %.2f GB)</text>' % (W / 2, model_gb)]
     o.append('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>' % (L, H - B, W - R, H - B))
     o.append('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>' % (L, T, L, H - B))
     o.append('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>' % (W - R, T, W - R, H - B))
