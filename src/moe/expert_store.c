@@ -188,7 +188,7 @@ int clb_store_configure(clb_expert_store *s, const clb_source *src, const clb_st
             clb_st_expert *x = clb_st_get(s, l, e);
             if (!x->present) continue;
             n_present++;
-            uint64_t need;
+            uint64_t need = 0;
             if ((rc = layout_expert(s, src, l, e, x, &need))) return rc;
             slot_need = CLB_MAX(slot_need, need);
             s->max_expert_bytes = CLB_MAX(s->max_expert_bytes, x->bytes);
