@@ -1,6 +1,6 @@
 #!/bin/sh
 # End-to-end F32 oracle test against the llama.cpp fixtures (tests/fixtures/ORACLE-README.md).
-# For mixtral and llama-dense:
+# For mixtral, llama-dense, qwen2moe and olmoe, from .colibri, HF directory and GGUF:
 #   1. colibri convert hf/ -> f32 .colibri
 #   2. colibri run the 40 tokens of tokens.txt, -n 24, --dump-logits:
 #        every row: max |diff| <= 1e-4 x max |logit of that row| vs logits-f32.bin
@@ -16,11 +16,14 @@ need_colibri
 TOL=${FIXTURE_TOL:-1e-4}
 THREADS=${THREADS:-2}
 
-for f in mixtral llama-dense; do
-    d="$FX/$f"
-    echo "== $f"
-    model="$WORK/$f-f32.colibri"
-    colibri_convert "$d/hf" "$model" --dtype f32 || continue
+# every fixture, from the converted HF directory, the HF directory itself and the GGUF file
+for fx in mixtral llama-dense qwen2moe olmoe; do
+  d="$FX/$fx"
+  colibri_convert "$d/hf" "$WORK/$fx-f32.colibri" --dtype f32 || continue
+  for src in colibri hf gguf; do
+    case $src in colibri) model="$WORK/$fx-f32.colibri" ;; hf) model="$d/hf" ;; gguf) model="$d/model-f32.gguf" ;; esac
+    f="$fx-$src"
+    echo "== $fx from $src"
     toks=$(csv "$(cat "$d/tokens.txt")")
     if colibri_run "$WORK/$f.ids" -m "$model" --tokens "$toks" -n 24 --threads "$THREADS" \
         --dump-logits "$WORK/$f.logits"; then
@@ -39,6 +42,7 @@ for f in mixtral llama-dense; do
             --got-rows 40:64 --max-rel-row "$TOL" --min-argmax 1 \
             --label "$f 64-token run, rows 40..63 vs decode-logits-f32"
     fi
+  done
 done
 
 finish fixtures_oracle
