@@ -16,15 +16,11 @@
 
 #include "core/cpu.h"
 #include "kernels/kernels.h"
+#include "testutil.h"
 
 static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
-static uint64_t rnd(void) {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return rng_state;
-}
-static float rnd_f(void) { return (float)((double)(rnd() >> 11) / 9007199254740992.0) * 2.0f - 1.0f; }
+static uint64_t rnd(void) { return tu_rand_u64(&rng_state); }
+static float rnd_f(void) { return tu_rand(&rng_state); }
 
 static const char *const simd_isas[] = {"avx2", "avx2+vnni", "neon", "neon+dotprod"};
 

@@ -16,15 +16,11 @@
 #include "core/threadpool.h"
 #include "kernels/kernels_impl.h"
 #include "nn/ops.h"
+#include "testutil.h"
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
-static uint64_t rnd(void) {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
-}
-static float rnd_f(void) { return (float)((double)(rnd() >> 11) / 9007199254740992.0) * 2.0f - 1.0f; }
+static uint64_t rnd(void) { return tu_rand_u64(&rng); }
+static float rnd_f(void) { return tu_rand(&rng); }
 
 static const char *const isas[] = {"generic", "avx2", "avx2+vnni", "neon", "neon+dotprod"};
 static const clb_dtype dts[] = {CLB_DT_Q4_0, CLB_DT_Q8_0, CLB_DT_Q4_K, CLB_DT_Q6_K, CLB_DT_F32};

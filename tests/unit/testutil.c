@@ -9,11 +9,15 @@
 #include "format/container.h"
 #include "testutil.h"
 
-float tu_rand(uint64_t *s) {
+uint64_t tu_rand_u64(uint64_t *s) {
     *s ^= *s << 13;
     *s ^= *s >> 7;
     *s ^= *s << 17;
-    return (float)((*s >> 11) * (1.0 / 9007199254740992.0)) * 2.0f - 1.0f;
+    return *s;
+}
+
+float tu_rand(uint64_t *s) {
+    return (float)((tu_rand_u64(s) >> 11) * (1.0 / 9007199254740992.0)) * 2.0f - 1.0f;
 }
 
 void tu_tmp_path(char *buf, size_t cap, const char *suffix) {

@@ -13,6 +13,7 @@ void tu_tiny_hparams(clb_hparams *hp, int n_expert);
 int tu_write_model(const char *path, const clb_hparams *hp, int dtype, uint64_t seed);
 /* A fresh temporary path (in /tmp) with the given suffix; static buffer per call site. */
 void tu_tmp_path(char *buf, size_t cap, const char *suffix);
-float tu_rand(uint64_t *s); /* uniform in [-1, 1) */
+uint64_t tu_rand_u64(uint64_t *s); /* xorshift64: the next state */
+float tu_rand(uint64_t *s);        /* uniform in [-1, 1) */
 
 #endif
