@@ -48,6 +48,7 @@ TESTLIBS := -lcmocka
 
 ifeq ($(ARCH),x86_64)
 ISA_FLAGS_x86_avx2 := -mavx2 -mfma -mf16c
+ISA_FLAGS_x86_avx512 := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512vnni -mavx512vbmi
 endif
 ifeq ($(ARCH),aarch64)
 ISA_FLAGS_arm_neon := -march=armv8.2-a+dotprod+fp16

@@ -18,7 +18,7 @@
 
 static clb_cpu_features feats;
 static int detected;
-static char desc[64];
+static char desc[128];
 
 static void detect(void) {
 #if defined(__x86_64__)
@@ -37,6 +37,12 @@ static void detect(void) {
         if (ymm_ok && __get_cpuid_count(7, 0, &a, &b, &c, &d)) {
             feats.avx2 = (b >> 5) & 1;
             feats.avx512f = ((b >> 16) & 1) && (xcr0 & 0xe6) == 0xe6;
+            if (feats.avx512f) {
+                feats.avx512bw = (b >> 30) & 1;
+                feats.avx512vl = (b >> 31) & 1;
+                feats.avx512vbmi = (c >> 1) & 1;
+                feats.avx512vnni = (c >> 11) & 1;
+            }
         }
         if (!ymm_ok) feats.fma = feats.f16c = 0;
     }
@@ -63,6 +69,10 @@ const char *clb_cpu_describe(void) {
     if (f->fma) strcat(desc, "fma ");
     if (f->f16c) strcat(desc, "f16c ");
     if (f->avx512f) strcat(desc, "avx512f ");
+    if (f->avx512bw) strcat(desc, "avx512bw ");
+    if (f->avx512vl) strcat(desc, "avx512vl ");
+    if (f->avx512vnni) strcat(desc, "avx512vnni ");
+    if (f->avx512vbmi) strcat(desc, "avx512vbmi ");
     if (f->neon) strcat(desc, "neon ");
     if (f->dotprod) strcat(desc, "dotprod ");
     if (f->fp16) strcat(desc, "fp16 ");

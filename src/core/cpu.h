@@ -6,6 +6,7 @@
 
 typedef struct clb_cpu_features {
     bool avx2, fma, f16c, avx512f; /* x86-64 */
+    bool avx512bw, avx512vl, avx512vnni, avx512vbmi;
     bool neon, dotprod, fp16;      /* aarch64 */
 } clb_cpu_features;
 

@@ -6,6 +6,8 @@
  * neon, neon+dotprod) picks that table when the CPU supports it, else the best one.
  * "avx2+vnni" is the AVX2 table with the integer dot products on VPDPBUSD (AVX-VNNI,
  * CPUID.(EAX=7,ECX=1):EAX bit 4, with the OS saving YMM state, which AVX2 already needs).
+ * "avx512" is that table with the Q4_0 and Q8_0 products on 512-bit VNNI/VBMI kernels
+ * (AVX-512 F, BW, VL, VNNI and VBMI, with the OS saving the ZMM state).
  */
 #include <pthread.h>
 #if defined(__x86_64__)
@@ -17,7 +19,7 @@
 #include "core/cpu.h"
 #include "kernels/kernels_impl.h"
 
-enum { ISA_GENERIC, ISA_AVX2, ISA_AVX2_VNNI, ISA_NEON, ISA_NEON_DOT, ISA_COUNT };
+enum { ISA_GENERIC, ISA_AVX2, ISA_AVX2_VNNI, ISA_AVX512, ISA_NEON, ISA_NEON_DOT, ISA_COUNT };
 
 static clb_kernels tables[ISA_COUNT];
 static clb_mdot_fn mdots[ISA_COUNT][CLB_DT_COUNT]; /* blocked kernels per table (kernels_impl.h) */
@@ -52,6 +54,14 @@ static void build(void) {
             clb_kernels_fill_avx2_mdot(&tables[ISA_AVX2_VNNI], mdots[ISA_AVX2_VNNI], true);
             available[ISA_AVX2_VNNI] = true;
             best_simd = &tables[ISA_AVX2_VNNI];
+        }
+        if (cpu->avx512f && cpu->avx512bw && cpu->avx512vl && cpu->avx512vnni && cpu->avx512vbmi) {
+            clb_kernels_fill_generic(&tables[ISA_AVX512]);
+            clb_kernels_fill_avx2(&tables[ISA_AVX512]);
+            clb_kernels_fill_avx2_mdot(&tables[ISA_AVX512], mdots[ISA_AVX512], available[ISA_AVX2_VNNI]);
+            clb_kernels_fill_avx512_mdot(&tables[ISA_AVX512], mdots[ISA_AVX512]);
+            available[ISA_AVX512] = true;
+            best_simd = &tables[ISA_AVX512];
         }
     }
 #endif

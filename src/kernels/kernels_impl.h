@@ -129,6 +129,40 @@ void clb_kernels_fill_neon(clb_kernels *k, bool dotprod);
 #endif
 
 
+/* The blocked-kernel entry points of one SIMD file, from a tile TILE(nb, R, T, w, ws, x, xs,
+ * y, ys) that computes R weight rows against T activation rows (R, T <= 4, compile-time
+ * constants after inlining) over nb blocks of BLOCK weights: NAME is the clb_mdot_fn (one
+ * token -> tiles of up to 4 rows; several tokens -> pairs of rows against all the tokens)
+ * and NAME##_1 the single-row clb_vec_dot_fn. */
+#define CLB_DEFINE_MDOT(NAME, TILE, BLOCK)                                                                \
+    static void NAME(int64_t n, int nr, int nt, const void *w, uint64_t ws, const void *x, uint64_t xs,    \
+                     float *y, int64_t ys) {                                                               \
+        const int64_t nb = n / (BLOCK);                                                                    \
+        const uint8_t *wp = w, *xp = x;                                                                    \
+        if (nt == 1) {                                                                                     \
+            switch (nr) {                                                                                  \
+            case 1: TILE(nb, 1, 1, wp, ws, xp, xs, y, ys); return;                                         \
+            case 2: TILE(nb, 2, 1, wp, ws, xp, xs, y, ys); return;                                         \
+            case 3: TILE(nb, 3, 1, wp, ws, xp, xs, y, ys); return;                                         \
+            default: TILE(nb, 4, 1, wp, ws, xp, xs, y, ys); return;                                        \
+            }                                                                                              \
+        }                                                                                                  \
+        for (int r = 0; r < nr; r += 2) {                                                                  \
+            const uint8_t *wr = wp + (uint64_t)r * ws;                                                     \
+            float *yr = y + r;                                                                             \
+            const int two = nr - r >= 2;                                                                   \
+            switch (nt) {                                                                                  \
+            case 2: if (two) TILE(nb, 2, 2, wr, ws, xp, xs, yr, ys); else TILE(nb, 1, 2, wr, ws, xp, xs, yr, ys); break; \
+            case 3: if (two) TILE(nb, 2, 3, wr, ws, xp, xs, yr, ys); else TILE(nb, 1, 3, wr, ws, xp, xs, yr, ys); break; \
+            default: if (two) TILE(nb, 2, 4, wr, ws, xp, xs, yr, ys); else TILE(nb, 1, 4, wr, ws, xp, xs, yr, ys); break; \
+            }                                                                                              \
+        }                                                                                                  \
+    }                                                                                                      \
+    static void NAME##_1(int64_t n, float *out, const void *w, const void *x) {                            \
+        TILE(n / (BLOCK), 1, 1, (const uint8_t *)w, 0, (const uint8_t *)x, 0, out, 0);                     \
+    }
+
+
 /* ---- blocked dot products (used by src/nn/matmul.c) -----------------------------------
  * mdot(n, nr, nt, w, w_stride, x, x_stride, y, y_stride):
  *     y[t * y_stride + r] = dot(weight row r, activation row t)   r < nr, t < nt
@@ -153,6 +187,8 @@ void clb_kernels_rows(const clb_kernels *k, int dtype, int64_t cols, int64_t r0,
 /* Fills mdot[] (indexed by dtype) and the matching vec_dot entries of the AVX2 table; with
    vnni, the AVX-VNNI variants (the CPU must have AVX-VNNI). */
 void clb_kernels_fill_avx2_mdot(clb_kernels *k, clb_mdot_fn *mdot, bool vnni);
+/* x86_avx512.c: on top of an AVX2 table, the AVX-512 VNNI/VBMI Q4_0 and Q8_0 kernels */
+void clb_kernels_fill_avx512_mdot(clb_kernels *k, clb_mdot_fn *mdot);
 #endif
 
 #endif

@@ -415,6 +415,9 @@ static void quantize_q8_0(const float *src, void *dst, int64_t n) {
  * give bit-identical results. */
 
 #define MD_INLINE static inline __attribute__((always_inline))
+/* the R x T loops must be unrolled so the accumulators stay in registers (GCC -O2 keeps
+   them in a stack array otherwise and every FMA goes through a store and a reload) */
+#define CLB_UNROLL _Pragma("GCC unroll 4")
 
 MD_INLINE __m256i dot_us(__m256i u, __m256i s, const int vnni) {
     if (vnni) {
@@ -428,63 +431,77 @@ MD_INLINE __m256i dot_us(__m256i u, __m256i s, const int vnni) {
 MD_INLINE __m256 bcast_fp16(uint16_t h) { return _mm256_cvtph_ps(_mm_set1_epi16((short)h)); }
 
 /* Q4_0 x Q8_0: sum (q - 8) x = sum q x - 8 sum x, q the unsigned nibble. */
-MD_INLINE void tile_q4_0(int64_t nb, const int R, const int T, const int vnni, const uint8_t *w, uint64_t ws,
-                         const uint8_t *x, uint64_t xs, float *y, int64_t ys) {
+MD_INLINE void tile_q4_0(int64_t nb, const int R, const int T, const uint8_t *w, uint64_t ws, const uint8_t *x,
+                         uint64_t xs, float *y, int64_t ys, const int vnni) {
     __m256 acc[4][4];
+    CLB_UNROLL
     for (int r = 0; r < R; r++)
+        CLB_UNROLL
         for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps();
     const __m256i m4 = _mm256_set1_epi8(0x0F), eight = _mm256_set1_epi8(8);
     const __m256i shift = _mm256_setr_epi64x(0, 0, 4, 4);
     for (int64_t b = 0; b < nb; b++) {
         __m256i xv[4], cx[4];
         __m256 dx[4];
+        CLB_UNROLL
         for (int t = 0; t < T; t++) {
             const clb_block_q8_0 *xb = (const clb_block_q8_0 *)(x + (uint64_t)t * xs) + b;
             xv[t] = LD256(xb->qs);
             cx[t] = dot_us(eight, xv[t], vnni);
             dx[t] = bcast_fp16(xb->d);
         }
+        CLB_UNROLL
         for (int r = 0; r < R; r++) {
             const clb_block_q4_0 *wb = (const clb_block_q4_0 *)(w + (uint64_t)r * ws) + b;
             const __m256i raw = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)wb->qs));
             const __m256i q = _mm256_and_si256(_mm256_srlv_epi64(raw, shift), m4);
             const __m256 dw = bcast_fp16(wb->d);
+            CLB_UNROLL
             for (int t = 0; t < T; t++) {
                 const __m256i p = _mm256_sub_epi32(dot_us(q, xv[t], vnni), cx[t]);
                 acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(dw, dx[t]), acc[r][t]);
             }
         }
     }
+    CLB_UNROLL
     for (int r = 0; r < R; r++)
+        CLB_UNROLL
         for (int t = 0; t < T; t++) y[(int64_t)t * ys + r] = hsum_ps(acc[r][t]);
 }
 
 /* Q8_0 x Q8_0: |w| (unsigned) times x with w's sign. */
-MD_INLINE void tile_q8_0(int64_t nb, const int R, const int T, const int vnni, const uint8_t *w, uint64_t ws,
-                         const uint8_t *x, uint64_t xs, float *y, int64_t ys) {
+MD_INLINE void tile_q8_0(int64_t nb, const int R, const int T, const uint8_t *w, uint64_t ws, const uint8_t *x,
+                         uint64_t xs, float *y, int64_t ys, const int vnni) {
     __m256 acc[4][4];
+    CLB_UNROLL
     for (int r = 0; r < R; r++)
+        CLB_UNROLL
         for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         __m256i xv[4];
         __m256 dx[4];
+        CLB_UNROLL
         for (int t = 0; t < T; t++) {
             const clb_block_q8_0 *xb = (const clb_block_q8_0 *)(x + (uint64_t)t * xs) + b;
             xv[t] = LD256(xb->qs);
             dx[t] = bcast_fp16(xb->d);
         }
+        CLB_UNROLL
         for (int r = 0; r < R; r++) {
             const clb_block_q8_0 *wb = (const clb_block_q8_0 *)(w + (uint64_t)r * ws) + b;
             const __m256i q = LD256(wb->qs);
             const __m256i aq = _mm256_sign_epi8(q, q);
             const __m256 dw = bcast_fp16(wb->d);
+            CLB_UNROLL
             for (int t = 0; t < T; t++) {
                 const __m256i p = dot_us(aq, _mm256_sign_epi8(xv[t], q), vnni);
                 acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(dw, dx[t]), acc[r][t]);
             }
         }
     }
+    CLB_UNROLL
     for (int r = 0; r < R; r++)
+        CLB_UNROLL
         for (int t = 0; t < T; t++) y[(int64_t)t * ys + r] = hsum_ps(acc[r][t]);
 }
 
@@ -505,26 +522,32 @@ MD_INLINE void k4_scales(const uint8_t *s, __m256i *sc16, __m256i *mins16) {
     *mins16 = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(m8, _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7)));
 }
 
-MD_INLINE void tile_q4_k(int64_t nb, const int R, const int T, const int vnni, const uint8_t *w, uint64_t ws,
-                         const uint8_t *x, uint64_t xs, float *y, int64_t ys) {
+MD_INLINE void tile_q4_k(int64_t nb, const int R, const int T, const uint8_t *w, uint64_t ws, const uint8_t *x,
+                         uint64_t xs, float *y, int64_t ys, const int vnni) {
     (void)vnni; /* the per-sub-block scale multiply needs the int16 madd path */
     __m256 acc[4][4];
+    CLB_UNROLL
     for (int r = 0; r < R; r++)
+        CLB_UNROLL
         for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps();
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     for (int64_t i = 0; i < nb; i++) {
+        CLB_UNROLL
         for (int r = 0; r < R; r++) {
             const clb_block_q4_k *wb = (const clb_block_q4_k *)(w + (uint64_t)r * ws) + i;
             __m256i sc16, mins16;
             k4_scales(wb->scales, &sc16, &mins16);
             __m256i isum[4];
+            CLB_UNROLL
             for (int t = 0; t < T; t++) isum[t] = _mm256_setzero_si256();
+            CLB_UNROLL
             for (int c = 0; c < 4; c++) {
                 const __m256i q = LD256(wb->qs + 32 * c);
                 const __m256i q0 = _mm256_and_si256(q, m4);
                 const __m256i q1 = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
                 const __m256i s0 = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)(0x0101 * (4 * c) + 0x0100)));
                 const __m256i s1 = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)(0x0101 * (4 * c + 2) + 0x0100)));
+                CLB_UNROLL
                 for (int t = 0; t < T; t++) {
                     const clb_block_q8_k *xb = (const clb_block_q8_k *)(x + (uint64_t)t * xs) + i;
                     const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(q0, LD256(xb->qs + 64 * c)), s0);
@@ -533,6 +556,7 @@ MD_INLINE void tile_q4_k(int64_t nb, const int R, const int T, const int vnni, c
                 }
             }
             const float d = fp16(wb->d), dmin = fp16(wb->dmin);
+            CLB_UNROLL
             for (int t = 0; t < T; t++) {
                 const clb_block_q8_k *xb = (const clb_block_q8_k *)(x + (uint64_t)t * xs) + i;
                 const __m256i msum = _mm256_madd_epi16(mins16, LD256(xb->bsums));
@@ -541,45 +565,24 @@ MD_INLINE void tile_q4_k(int64_t nb, const int R, const int T, const int vnni, c
             }
         }
     }
+    CLB_UNROLL
     for (int r = 0; r < R; r++)
+        CLB_UNROLL
         for (int t = 0; t < T; t++) y[(int64_t)t * ys + r] = hsum_ps(acc[r][t]);
 }
 
-/* mdot over any nr, nt <= 4: one token -> tiles of up to 4 rows; several tokens -> pairs
-   of rows against all the tokens. */
-#define DEFINE_MDOT(NAME, TILE, BLOCK, VNNI)                                                               \
-    static void NAME(int64_t n, int nr, int nt, const void *w, uint64_t ws, const void *x, uint64_t xs,    \
-                     float *y, int64_t ys) {                                                               \
-        const int64_t nb = n / (BLOCK);                                                                    \
-        const uint8_t *wp = w, *xp = x;                                                                    \
-        if (nt == 1) {                                                                                     \
-            switch (nr) {                                                                                  \
-            case 1: TILE(nb, 1, 1, VNNI, wp, ws, xp, xs, y, ys); return;                                   \
-            case 2: TILE(nb, 2, 1, VNNI, wp, ws, xp, xs, y, ys); return;                                   \
-            case 3: TILE(nb, 3, 1, VNNI, wp, ws, xp, xs, y, ys); return;                                   \
-            default: TILE(nb, 4, 1, VNNI, wp, ws, xp, xs, y, ys); return;                                  \
-            }                                                                                              \
-        }                                                                                                  \
-        for (int r = 0; r < nr; r += 2) {                                                                  \
-            const uint8_t *wr = wp + (uint64_t)r * ws;                                                     \
-            float *yr = y + r;                                                                             \
-            const int two = nr - r >= 2;                                                                   \
-            switch (nt) {                                                                                  \
-            case 2: if (two) TILE(nb, 2, 2, VNNI, wr, ws, xp, xs, yr, ys); else TILE(nb, 1, 2, VNNI, wr, ws, xp, xs, yr, ys); break; \
-            case 3: if (two) TILE(nb, 2, 3, VNNI, wr, ws, xp, xs, yr, ys); else TILE(nb, 1, 3, VNNI, wr, ws, xp, xs, yr, ys); break; \
-            default: if (two) TILE(nb, 2, 4, VNNI, wr, ws, xp, xs, yr, ys); else TILE(nb, 1, 4, VNNI, wr, ws, xp, xs, yr, ys); break; \
-            }                                                                                              \
-        }                                                                                                  \
-    }                                                                                                      \
-    static void NAME##_1(int64_t n, float *out, const void *w, const void *x) {                            \
-        TILE(n / (BLOCK), 1, 1, VNNI, (const uint8_t *)w, 0, (const uint8_t *)x, 0, out, 0);               \
-    }
+/* the tiles with the dot-product flavour bound, as CLB_DEFINE_MDOT wants them */
+#define TILE_Q4_0(...) tile_q4_0(__VA_ARGS__, 0)
+#define TILE_Q4_0_VNNI(...) tile_q4_0(__VA_ARGS__, 1)
+#define TILE_Q8_0(...) tile_q8_0(__VA_ARGS__, 0)
+#define TILE_Q8_0_VNNI(...) tile_q8_0(__VA_ARGS__, 1)
+#define TILE_Q4_K(...) tile_q4_k(__VA_ARGS__, 0)
 
-DEFINE_MDOT(mdot_q4_0, tile_q4_0, CLB_QK, 0)
-DEFINE_MDOT(mdot_q4_0_vnni, tile_q4_0, CLB_QK, 1)
-DEFINE_MDOT(mdot_q8_0, tile_q8_0, CLB_QK, 0)
-DEFINE_MDOT(mdot_q8_0_vnni, tile_q8_0, CLB_QK, 1)
-DEFINE_MDOT(mdot_q4_k, tile_q4_k, CLB_QK_K, 0)
+CLB_DEFINE_MDOT(mdot_q4_0, TILE_Q4_0, CLB_QK)
+CLB_DEFINE_MDOT(mdot_q4_0_vnni, TILE_Q4_0_VNNI, CLB_QK)
+CLB_DEFINE_MDOT(mdot_q8_0, TILE_Q8_0, CLB_QK)
+CLB_DEFINE_MDOT(mdot_q8_0_vnni, TILE_Q8_0_VNNI, CLB_QK)
+CLB_DEFINE_MDOT(mdot_q4_k, TILE_Q4_K, CLB_QK_K)
 
 void clb_kernels_fill_avx2_mdot(clb_kernels *k, clb_mdot_fn *mdot, bool vnni) {
     mdot[CLB_DT_Q4_0] = vnni ? mdot_q4_0_vnni : mdot_q4_0;

@@ -22,7 +22,7 @@ static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
 static uint64_t rnd(void) { return tu_rand_u64(&rng_state); }
 static float rnd_f(void) { return tu_rand(&rng_state); }
 
-static const char *const simd_isas[] = {"avx2", "avx2+vnni", "neon", "neon+dotprod"};
+static const char *const simd_isas[] = {"avx2", "avx2+vnni", "avx512", "neon", "neon+dotprod"};
 
 /* Weight types under test and where their fp16 scale fields sit inside a block (so that
    random bytes can be turned into a block with finite, moderate scales). */
@@ -259,8 +259,10 @@ static void test_dispatch(void **state) {
 #if defined(__x86_64__)
     if (cpu->avx2 && cpu->fma && cpu->f16c) {
         assert_non_null(s);
-        /* the best table: AVX-VNNI where the CPU has it */
-        assert_string_equal(s->isa, clb_kernels_by_isa("avx2+vnni") ? "avx2+vnni" : "avx2");
+        /* the best table: AVX-512 VNNI/VBMI, else AVX-VNNI, where the CPU has them */
+        const bool has512 = cpu->avx512f && cpu->avx512bw && cpu->avx512vl && cpu->avx512vnni && cpu->avx512vbmi;
+        assert_true((clb_kernels_by_isa("avx512") != NULL) == has512);
+        assert_string_equal(s->isa, has512 ? "avx512" : clb_kernels_by_isa("avx2+vnni") ? "avx2+vnni" : "avx2");
     } else {
         assert_null(s);
     }

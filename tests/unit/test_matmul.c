@@ -22,7 +22,7 @@ static uint64_t rng = 0x9E3779B97F4A7C15ull;
 static uint64_t rnd(void) { return tu_rand_u64(&rng); }
 static float rnd_f(void) { return tu_rand(&rng); }
 
-static const char *const isas[] = {"generic", "avx2", "avx2+vnni", "neon", "neon+dotprod"};
+static const char *const isas[] = {"generic", "avx2", "avx2+vnni", "avx512", "neon", "neon+dotprod"};
 static const clb_dtype dts[] = {CLB_DT_Q4_0, CLB_DT_Q8_0, CLB_DT_Q4_K, CLB_DT_Q6_K, CLB_DT_F32};
 
 /* rows of dtype: Q4_0/Q8_0/F32 quantized from random floats, K-quants random bytes with
