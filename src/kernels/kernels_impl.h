@@ -132,9 +132,15 @@ void clb_kernels_fill_neon(clb_kernels *k, bool dotprod);
 /* The blocked-kernel entry points of one SIMD file, from a tile TILE(nb, R, T, w, ws, x, xs,
  * y, ys) that computes R weight rows against T activation rows (R, T <= 4, compile-time
  * constants after inlining) over nb blocks of BLOCK weights: NAME is the clb_mdot_fn (one
- * token -> tiles of up to 4 rows; several tokens -> pairs of rows against all the tokens)
- * and NAME##_1 the single-row clb_vec_dot_fn. */
-#define CLB_DEFINE_MDOT(NAME, TILE, BLOCK)                                                                \
+ * token -> tiles of up to 4 rows; several tokens -> tiles of RB rows (2 or 4, what the
+ * register file holds) against all the tokens) and NAME##_1 the single-row clb_vec_dot_fn. */
+#define CLB_MDOT_TOK_(TILE, R, nb, nt, w, ws, x, xs, y, ys)                                             \
+    switch (nt) {                                                                                      \
+    case 2: TILE(nb, R, 2, w, ws, x, xs, y, ys); break;                                                \
+    case 3: TILE(nb, R, 3, w, ws, x, xs, y, ys); break;                                                \
+    default: TILE(nb, R, 4, w, ws, x, xs, y, ys); break;                                               \
+    }
+#define CLB_DEFINE_MDOT(NAME, TILE, BLOCK, RB)                                                            \
     static void NAME(int64_t n, int nr, int nt, const void *w, uint64_t ws, const void *x, uint64_t xs,    \
                      float *y, int64_t ys) {                                                               \
         const int64_t nb = n / (BLOCK);                                                                    \
@@ -147,14 +153,18 @@ void clb_kernels_fill_neon(clb_kernels *k, bool dotprod);
             default: TILE(nb, 4, 1, wp, ws, xp, xs, y, ys); return;                                        \
             }                                                                                              \
         }                                                                                                  \
-        for (int r = 0; r < nr; r += 2) {                                                                  \
+        for (int r = 0; r < nr; r += (RB)) {                                                               \
             const uint8_t *wr = wp + (uint64_t)r * ws;                                                     \
             float *yr = y + r;                                                                             \
-            const int two = nr - r >= 2;                                                                   \
-            switch (nt) {                                                                                  \
-            case 2: if (two) TILE(nb, 2, 2, wr, ws, xp, xs, yr, ys); else TILE(nb, 1, 2, wr, ws, xp, xs, yr, ys); break; \
-            case 3: if (two) TILE(nb, 2, 3, wr, ws, xp, xs, yr, ys); else TILE(nb, 1, 3, wr, ws, xp, xs, yr, ys); break; \
-            default: if (two) TILE(nb, 2, 4, wr, ws, xp, xs, yr, ys); else TILE(nb, 1, 4, wr, ws, xp, xs, yr, ys); break; \
+            const int left = nr - r < (RB) ? nr - r : (RB);                                                \
+            if (left >= 4 && (RB) >= 4) {                                                                  \
+                CLB_MDOT_TOK_(TILE, 4, nb, nt, wr, ws, xp, xs, yr, ys)                                     \
+            } else if (left == 3 && (RB) >= 4) {                                                           \
+                CLB_MDOT_TOK_(TILE, 3, nb, nt, wr, ws, xp, xs, yr, ys)                                     \
+            } else if (left >= 2) {                                                                        \
+                CLB_MDOT_TOK_(TILE, 2, nb, nt, wr, ws, xp, xs, yr, ys)                                     \
+            } else {                                                                                       \
+                CLB_MDOT_TOK_(TILE, 1, nb, nt, wr, ws, xp, xs, yr, ys)                                     \
             }                                                                                              \
         }                                                                                                  \
     }                                                                                                      \

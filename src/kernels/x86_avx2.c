@@ -578,11 +578,11 @@ MD_INLINE void tile_q4_k(int64_t nb, const int R, const int T, const uint8_t *w,
 #define TILE_Q8_0_VNNI(...) tile_q8_0(__VA_ARGS__, 1)
 #define TILE_Q4_K(...) tile_q4_k(__VA_ARGS__, 0)
 
-CLB_DEFINE_MDOT(mdot_q4_0, TILE_Q4_0, CLB_QK)
-CLB_DEFINE_MDOT(mdot_q4_0_vnni, TILE_Q4_0_VNNI, CLB_QK)
-CLB_DEFINE_MDOT(mdot_q8_0, TILE_Q8_0, CLB_QK)
-CLB_DEFINE_MDOT(mdot_q8_0_vnni, TILE_Q8_0_VNNI, CLB_QK)
-CLB_DEFINE_MDOT(mdot_q4_k, TILE_Q4_K, CLB_QK_K)
+CLB_DEFINE_MDOT(mdot_q4_0, TILE_Q4_0, CLB_QK, 2)
+CLB_DEFINE_MDOT(mdot_q4_0_vnni, TILE_Q4_0_VNNI, CLB_QK, 2)
+CLB_DEFINE_MDOT(mdot_q8_0, TILE_Q8_0, CLB_QK, 2)
+CLB_DEFINE_MDOT(mdot_q8_0_vnni, TILE_Q8_0_VNNI, CLB_QK, 2)
+CLB_DEFINE_MDOT(mdot_q4_k, TILE_Q4_K, CLB_QK_K, 2)
 
 void clb_kernels_fill_avx2_mdot(clb_kernels *k, clb_mdot_fn *mdot, bool vnni) {
     mdot[CLB_DT_Q4_0] = vnni ? mdot_q4_0_vnni : mdot_q4_0;

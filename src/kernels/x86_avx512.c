@@ -137,10 +137,13 @@ MD_INLINE void tile(int64_t nb, const int R, const int T, const uint8_t *w, uint
         for (int t = 0; t < T; t++) y[(int64_t)t * ys + r] = hsum512(acc[r][t]);
 }
 
+#ifndef RB512
+#define RB512 4
+#endif
 #define TILE_Q4_0(...) tile(__VA_ARGS__, 0)
 #define TILE_Q8_0(...) tile(__VA_ARGS__, 1)
-CLB_DEFINE_MDOT(mdot512_q4_0, TILE_Q4_0, CLB_QK)
-CLB_DEFINE_MDOT(mdot512_q8_0, TILE_Q8_0, CLB_QK)
+CLB_DEFINE_MDOT(mdot512_q4_0, TILE_Q4_0, CLB_QK, RB512)
+CLB_DEFINE_MDOT(mdot512_q8_0, TILE_Q8_0, CLB_QK, RB512)
 
 void clb_kernels_fill_avx512_mdot(clb_kernels *k, clb_mdot_fn *mdot) {
     k->isa = "avx512";
