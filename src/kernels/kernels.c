@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/common.h"
 #include "core/cpu.h"
 #include "kernels/kernels_impl.h"
 
@@ -23,6 +24,8 @@ enum { ISA_GENERIC, ISA_AVX2, ISA_AVX2_VNNI, ISA_AVX512, ISA_NEON, ISA_NEON_DOT,
 
 static clb_kernels tables[ISA_COUNT];
 static clb_mdot_fn mdots[ISA_COUNT][CLB_DT_COUNT]; /* blocked kernels per table (kernels_impl.h) */
+static clb_pgemm_fn pgemms[ISA_COUNT][CLB_DT_COUNT]; /* kernels on packed rows per table */
+static clb_pgemm_fn rgemms[ISA_COUNT][CLB_DT_COUNT]; /* their row-major twins */
 static bool available[ISA_COUNT];
 static const clb_kernels *selected;
 static const clb_kernels *best_simd;
@@ -59,7 +62,7 @@ static void build(void) {
             clb_kernels_fill_generic(&tables[ISA_AVX512]);
             clb_kernels_fill_avx2(&tables[ISA_AVX512]);
             clb_kernels_fill_avx2_mdot(&tables[ISA_AVX512], mdots[ISA_AVX512], available[ISA_AVX2_VNNI]);
-            clb_kernels_fill_avx512_mdot(&tables[ISA_AVX512], mdots[ISA_AVX512]);
+            clb_kernels_fill_avx512_mdot(&tables[ISA_AVX512], mdots[ISA_AVX512], pgemms[ISA_AVX512], rgemms[ISA_AVX512]);
             available[ISA_AVX512] = true;
             best_simd = &tables[ISA_AVX512];
         }
@@ -111,17 +114,63 @@ const clb_kernels *clb_kernels_by_isa(const char *name) {
     return NULL;
 }
 
-clb_mdot_fn clb_kernels_mdot(const clb_kernels *k, int dtype) {
+/* index of table k, -1 when k is not one of ours or dtype is out of range */
+static int table_of(const clb_kernels *k, int dtype) {
     pthread_once(&once, build);
-    if (!k || dtype < 0 || dtype >= CLB_DT_COUNT) return NULL;
+    if (!k || dtype < 0 || dtype >= CLB_DT_COUNT) return -1;
     for (int i = 0; i < ISA_COUNT; i++)
-        if (k == &tables[i]) return mdots[i][dtype];
-    return NULL;
+        if (k == &tables[i]) return i;
+    return -1;
+}
+
+clb_mdot_fn clb_kernels_mdot(const clb_kernels *k, int dtype) {
+    const int i = table_of(k, dtype);
+    return i < 0 ? NULL : mdots[i][dtype];
+}
+
+clb_pgemm_fn clb_kernels_pgemm(const clb_kernels *k, int dtype) {
+    const int i = table_of(k, dtype);
+    return i < 0 ? NULL : pgemms[i][dtype];
+}
+
+clb_pgemm_fn clb_kernels_rgemm(const clb_kernels *k, int dtype) {
+    const int i = table_of(k, dtype);
+    return i < 0 ? NULL : rgemms[i][dtype];
+}
+
+bool clb_kernels_packs(const struct clb_kernels *k, int dtype) {
+    return clb_kernels_pgemm(k, dtype) != NULL && clb_kernels_rgemm(k, dtype) != NULL;
 }
 
 void clb_kernels_rows(const clb_kernels *k, int dtype, int64_t cols, int64_t r0, int64_t r1, const void *w,
-                      uint64_t row_bytes, const void *xq, uint64_t xq_stride, int n_tok, float *y, int64_t y_stride) {
+                      uint64_t row_bytes, int64_t packed_rows, bool interleaved, const void *xq, uint64_t xq_stride,
+                      int n_tok, float *y, int64_t y_stride) {
     const uint8_t *wb = w, *xb = xq;
+    if (r0 < packed_rows) {
+        const clb_pgemm_fn pg = interleaved ? clb_kernels_pgemm(k, dtype) : clb_kernels_rgemm(k, dtype);
+        const uint64_t gs = row_bytes * CLB_PACK_ROWS;
+        const int64_t pend = CLB_MIN(r1, packed_rows);
+        while (r0 < pend) {
+            const int64_t g = r0 / CLB_PACK_ROWS, gr0 = g * CLB_PACK_ROWS;
+            if (r0 == gr0 && pend - r0 >= CLB_PACK_ROWS) { /* whole groups, straight into y */
+                const int64_t ng = (pend - r0) / CLB_PACK_ROWS;
+                pg(cols, ng, n_tok, wb + (uint64_t)g * gs, gs, xq, xq_stride, y + r0, y_stride);
+                r0 += ng * CLB_PACK_ROWS;
+                continue;
+            }
+            /* part of a group: through a buffer, 4 tokens at a time */
+            const int64_t ge = CLB_MIN(pend, gr0 + CLB_PACK_ROWS);
+            float tmp[4 * CLB_PACK_ROWS];
+            for (int t = 0; t < n_tok; t += 4) {
+                const int nt = n_tok - t < 4 ? n_tok - t : 4;
+                pg(cols, 1, nt, wb + (uint64_t)g * gs, gs, xb + (uint64_t)t * xq_stride, xq_stride, tmp, CLB_PACK_ROWS);
+                for (int u = 0; u < nt; u++)
+                    for (int64_t r = r0; r < ge; r++) y[(int64_t)(t + u) * y_stride + r] = tmp[u * CLB_PACK_ROWS + r - gr0];
+            }
+            r0 = ge;
+        }
+        if (r0 >= r1) return;
+    }
     const clb_mdot_fn md = clb_kernels_mdot(k, dtype);
     if (!md) {
         const clb_vec_dot_fn dot = k->vec_dot[dtype];

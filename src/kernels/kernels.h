@@ -88,6 +88,39 @@ typedef struct clb_kernels {
     clb_dequantize_fn dequantize[CLB_DT_COUNT];
 } clb_kernels;
 
+/* ---- packed weights ----------------------------------------------------------------- *
+ * A kernel table may compute a dtype's products faster on weights whose rows are
+ * interleaved in groups of CLB_PACK_ROWS (one register lane per row). Packing is an
+ * in-place permutation inside each group (same bytes per group; rows past the last full
+ * group are left as they are), done once when the weights are placed in memory
+ * (moe/expert_store.c). Layouts (per block b of a group, block stride 16 x block bytes):
+ *   Q4_0: 16 fp16 scales, then for g = 0..3 the bytes qs[4g..4g+3] of rows 0..15;
+ *   Q8_0: 16 fp16 scales, then for k = 0..7 the bytes qs[4k..4k+3] ^ 0x80 of rows 0..15.
+ * Products on packed rows read the extras clb_mm_convert writes after each Q8_0 activation
+ * row: per block its scale as f32, -8 * sum(q) and -128 * sum(q) (int32). */
+#define CLB_PACK_ROWS 16
+#define CLB_PACK_MAX_COLS 65536
+struct clb_kernels;
+/* true when table k computes dtype on packed rows (then such weights may be packed) */
+bool clb_kernels_packs(const struct clb_kernels *k, int dtype);
+/* true when dtype has a packed layout for rows of cols weights */
+bool clb_pack_layout_known(int dtype, int64_t cols);
+/* Bytes of scratch clb_pack_rows / clb_unpack_rows need (one group). */
+uint64_t clb_pack_scratch_bytes(int dtype, int64_t cols);
+/* Packs the full groups of rows x cols weights at data in place; returns the packed rows
+   (a multiple of CLB_PACK_ROWS), 0 when the layout is unknown. */
+int64_t clb_pack_rows(int dtype, int64_t cols, int64_t rows, void *data, void *scratch);
+/* The same from src (row-major) to dst (rows x row bytes, not overlapping src); the rows
+   past the last full group are copied as they are. */
+int64_t clb_pack_rows_to(int dtype, int64_t cols, int64_t rows, const void *src, void *dst);
+/* The inverse, for the first packed_rows rows (tests, dequantizing a packed row). */
+void clb_unpack_rows(int dtype, int64_t cols, int64_t packed_rows, void *data, void *scratch);
+/* Offset of the extras after a Q8_0 activation row of cols, and their bytes. */
+static inline uint64_t clb_q8x_offset(int64_t cols) { return ((uint64_t)(cols / 32) * 34 + 3) & ~(uint64_t)3; }
+static inline uint64_t clb_q8x_bytes(int64_t cols) { return (uint64_t)(cols / 32) * 12; }
+/* Writes the extras of one Q8_0 activation row (after its blocks). */
+void clb_q8_fill_extras(void *row, int64_t cols);
+
 /* The table for this CPU (selected once, thread-safe). COLIBRI_ISA=generic forces the
    portable kernels. */
 const clb_kernels *clb_kernels_get(void);

@@ -187,18 +187,32 @@ typedef void (*clb_mdot_fn)(int64_t n, int nr, int nt, const void *w, uint64_t w
                             uint64_t x_stride, float *y, int64_t y_stride);
 /* The blocked kernel of table k for weight type dtype, or NULL (then callers loop vec_dot). */
 clb_mdot_fn clb_kernels_mdot(const clb_kernels *k, int dtype);
+/* Products on packed rows (kernels.h): pgemm(cols, n_groups, nt, w, group_stride, x,
+   x_stride, y, y_stride) computes y[t * y_stride + 16 g + i] for the 16 rows i of each group
+   g < n_groups (groups group_stride bytes apart) and every token t < nt (any nt >= 1), the
+   activations being clb_mm_convert rows with their extras. The table's rgemm does the same
+   on row-major groups (rows group_stride / 16 bytes apart), transposing them in registers:
+   the two give bit-identical outputs, so a weight may be packed in memory or not. */
+typedef void (*clb_pgemm_fn)(int64_t cols, int64_t n_groups, int nt, const void *w, uint64_t group_stride,
+                             const void *x, uint64_t x_stride, float *y, int64_t y_stride);
+/* The packed kernel of table k for dtype, or NULL (then weights must not be packed), and
+   its row-major twin. */
+clb_pgemm_fn clb_kernels_pgemm(const clb_kernels *k, int dtype);
+clb_pgemm_fn clb_kernels_rgemm(const clb_kernels *k, int dtype);
 /* Rows [r0, r1) of a weight matrix (rows row_bytes apart from w) against n_tok activation
-   rows: y[t * y_stride + r] for r0 <= r < r1, blocked over rows and tokens with mdot when
-   the table has one, else one vec_dot per output. What the parallel matrix products call
-   on each thread's share of rows. */
+   rows: y[t * y_stride + r] for r0 <= r < r1. Its first packed_rows rows (a multiple of
+   CLB_PACK_ROWS) go through pgemm when interleaved (packed in memory), else rgemm; the
+   other rows are blocked over rows and tokens with mdot when the table has one, else one
+   vec_dot per output. What the parallel matrix products call on each thread's share. */
 void clb_kernels_rows(const clb_kernels *k, int dtype, int64_t cols, int64_t r0, int64_t r1, const void *w,
-                      uint64_t row_bytes, const void *xq, uint64_t xq_stride, int n_tok, float *y, int64_t y_stride);
+                      uint64_t row_bytes, int64_t packed_rows, bool interleaved, const void *xq, uint64_t xq_stride,
+                      int n_tok, float *y, int64_t y_stride);
 #if defined(__x86_64__)
 /* Fills mdot[] (indexed by dtype) and the matching vec_dot entries of the AVX2 table; with
    vnni, the AVX-VNNI variants (the CPU must have AVX-VNNI). */
 void clb_kernels_fill_avx2_mdot(clb_kernels *k, clb_mdot_fn *mdot, bool vnni);
 /* x86_avx512.c: on top of an AVX2 table, the AVX-512 VNNI/VBMI Q4_0 and Q8_0 kernels */
-void clb_kernels_fill_avx512_mdot(clb_kernels *k, clb_mdot_fn *mdot);
+void clb_kernels_fill_avx512_mdot(clb_kernels *k, clb_mdot_fn *mdot, clb_pgemm_fn *pgemm, clb_pgemm_fn *rgemm);
 #endif
 
 #endif

@@ -145,8 +145,184 @@ MD_INLINE void tile(int64_t nb, const int R, const int T, const uint8_t *w, uint
 CLB_DEFINE_MDOT(mdot512_q4_0, TILE_Q4_0, CLB_QK, RB512)
 CLB_DEFINE_MDOT(mdot512_q8_0, TILE_Q8_0, CLB_QK, RB512)
 
-void clb_kernels_fill_avx512_mdot(clb_kernels *k, clb_mdot_fn *mdot) {
+/* ---- packed rows (kernels.h): 16 rows per register lane set ------------------------- *
+ * Per block and token: 8 VPDPBUSD with the token's 4 quants broadcast from memory against
+ * 16 rows x 4 weights, seeded with the block's -8 (Q4_0) or -128 (Q8_0, weights stored
+ * + 128) times sum(q) from the activation extras; then one conversion and one FMA by the
+ * 16 row scales times the token's block scale. Two dot chains per (block, token) keep
+ * the VPDPBUSD latency hidden. */
+#define IDX16(...) _mm512_setr_epi32(__VA_ARGS__)
+#ifndef PK_PREFETCH
+#define PK_PREFETCH 2048
+#endif
+#ifndef RM_PREFETCH
+#define RM_PREFETCH 512
+#endif
+
+/* Row-major groups, transposed in registers into the packed layout's vectors (so both
+   layouts feed identical operands to identical instructions: bit-identical results).
+   Q4_0: out[g] lane r = dword g of row r's quants (rows rs bytes apart, from p). */
+MD_INLINE void rm_q4_0(const uint8_t *p, uint64_t rs, __m512i out[4]) {
+    __m512i z[4];
+    UNROLL
+    for (int j = 0; j < 4; j++) {
+        const uint8_t *r = p + (uint64_t)(4 * j) * rs;
+        __m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)r));
+        v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(r + rs)), 1);
+        v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(r + 2 * rs)), 2);
+        z[j] = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(r + 3 * rs)), 3);
+    }
+    /* z[j] lane 4i + g = row 4j + i, dword g */
+    const __m512i ia = IDX16(0, 4, 8, 12, 16, 20, 24, 28, 1, 5, 9, 13, 17, 21, 25, 29);
+    const __m512i ib = IDX16(2, 6, 10, 14, 18, 22, 26, 30, 3, 7, 11, 15, 19, 23, 27, 31);
+    const __m512i a01 = _mm512_permutex2var_epi32(z[0], ia, z[1]), b01 = _mm512_permutex2var_epi32(z[0], ib, z[1]);
+    const __m512i a23 = _mm512_permutex2var_epi32(z[2], ia, z[3]), b23 = _mm512_permutex2var_epi32(z[2], ib, z[3]);
+    const __m512i lo = IDX16(0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
+    const __m512i hi = IDX16(8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+    out[0] = _mm512_permutex2var_epi32(a01, lo, a23);
+    out[1] = _mm512_permutex2var_epi32(a01, hi, a23);
+    out[2] = _mm512_permutex2var_epi32(b01, lo, b23);
+    out[3] = _mm512_permutex2var_epi32(b01, hi, b23);
+}
+
+/* Q8_0: out[k] lane r = dword k of row r's quants, + 128 per byte. */
+MD_INLINE void rm_q8_0(const uint8_t *p, uint64_t rs, __m512i out[8]) {
+    __m512i z[8], u[8], v[8];
+    UNROLL
+    for (int j = 0; j < 8; j++) {
+        const uint8_t *r = p + (uint64_t)(2 * j) * rs;
+        z[j] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)r)),
+                                  _mm256_loadu_si256((const __m256i *)(r + rs)), 1);
+    }
+    /* z[j] lane 8i + k = row 2j + i, dword k -> u[2m + h] lane 4k' + i = row 4m + i, dword 4h + k' */
+    const __m512i s0 = IDX16(0, 8, 16, 24, 1, 9, 17, 25, 2, 10, 18, 26, 3, 11, 19, 27);
+    const __m512i s1 = IDX16(4, 12, 20, 28, 5, 13, 21, 29, 6, 14, 22, 30, 7, 15, 23, 31);
+    UNROLL
+    for (int m = 0; m < 4; m++) {
+        u[2 * m] = _mm512_permutex2var_epi32(z[2 * m], s0, z[2 * m + 1]);
+        u[2 * m + 1] = _mm512_permutex2var_epi32(z[2 * m], s1, z[2 * m + 1]);
+    }
+    /* v[4p + 2h + e] lanes 8s + (0..7) = rows 8p..8p+7 of dword 4h + 2e + s */
+    const __m512i t0 = IDX16(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
+    const __m512i t1 = IDX16(8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
+    UNROLL
+    for (int pp = 0; pp < 2; pp++)
+        UNROLL
+        for (int h = 0; h < 2; h++) {
+            v[4 * pp + 2 * h] = _mm512_permutex2var_epi32(u[4 * pp + h], t0, u[4 * pp + 2 + h]);
+            v[4 * pp + 2 * h + 1] = _mm512_permutex2var_epi32(u[4 * pp + h], t1, u[4 * pp + 2 + h]);
+        }
+    const __m512i lo = IDX16(0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
+    const __m512i hi = IDX16(8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+    const __m512i bias = _mm512_set1_epi8((char)0x80);
+    UNROLL
+    for (int h = 0; h < 2; h++)
+        UNROLL
+        for (int e = 0; e < 2; e++) {
+            out[4 * h + 2 * e] = _mm512_xor_si512(_mm512_permutex2var_epi32(v[2 * h + e], lo, v[4 + 2 * h + e]), bias);
+            out[4 * h + 2 * e + 1] = _mm512_xor_si512(_mm512_permutex2var_epi32(v[2 * h + e], hi, v[4 + 2 * h + e]), bias);
+        }
+}
+
+/* PK: the weights are in the packed layout (group stride ws unused); else a row-major
+   group with rows ws bytes apart. */
+MD_INLINE void ptile(int64_t nb, const int T, const int Q8, const int PK, const uint8_t *w, uint64_t ws,
+                     const uint8_t *x, uint64_t xs, int64_t xoff, float *y, int64_t ys) {
+    const uint64_t bbytes = Q8 ? sizeof(clb_block_q8_0) : sizeof(clb_block_q4_0), bstride = 16 * bbytes;
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const __m512i rows = _mm512_mullo_epi32(IDX16(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                            _mm512_set1_epi32((int)(PK ? 0 : ws)));
+    __m512 acc[8];
+    UNROLL
+    for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        __m512 dw;
+        __m512i q[8];
+        if (PK) {
+            const uint8_t *wb = w + (uint64_t)b * bstride;
+            for (uint64_t o = 0; o < bstride; o += 64) _mm_prefetch((const char *)(wb + PK_PREFETCH + o), _MM_HINT_T0);
+            dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)wb));
+            if (Q8) {
+                UNROLL
+                for (int k = 0; k < 8; k++) q[k] = _mm512_loadu_si512(wb + 32 + 64 * k);
+            } else {
+                UNROLL
+                for (int g = 0; g < 4; g++) q[g] = _mm512_loadu_si512(wb + 32 + 64 * g);
+            }
+        } else {
+            const uint8_t *wb = w + (uint64_t)b * bbytes;
+            if ((b & 3) == 0) /* 16 row streams: fetch each row's next lines ahead of use */
+                UNROLL
+                for (int r = 0; r < 16; r++) _mm_prefetch((const char *)(wb + (uint64_t)r * ws + RM_PREFETCH), _MM_HINT_T0);
+            /* the 16 scales: a dword gathered at each row's block, its low half */
+            dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_i32gather_epi32(rows, wb, 1)));
+            if (Q8)
+                rm_q8_0(wb + 2, ws, q);
+            else
+                rm_q4_0(wb + 2, ws, q);
+        }
+        if (!Q8) {
+            UNROLL
+            for (int g = 3; g >= 0; g--) {
+                q[g + 4] = _mm512_and_si512(_mm512_srli_epi16(q[g], 4), m4);
+                q[g] = _mm512_and_si512(q[g], m4);
+            }
+        }
+        UNROLL
+        for (int t = 0; t < T; t++) {
+            const uint8_t *xb = x + (uint64_t)t * xs + (uint64_t)b * sizeof(clb_block_q8_0) + 2;
+            const uint8_t *ex = x + (uint64_t)t * xs + xoff;
+            int32_t corr, x4[8];
+            float dx;
+            memcpy(&corr, ex + 4 * (uint64_t)((Q8 ? 2 : 1) * nb + b), 4);
+            memcpy(&dx, ex + 4 * (uint64_t)b, 4);
+            memcpy(x4, xb, 32);
+            __m512i a0 = _mm512_set1_epi32(corr), a1 = _mm512_setzero_si512();
+            UNROLL
+            for (int k = 0; k < 8; k += 2) {
+                a0 = _mm512_dpbusd_epi32(a0, q[k], _mm512_set1_epi32(x4[k]));
+                a1 = _mm512_dpbusd_epi32(a1, q[k + 1], _mm512_set1_epi32(x4[k + 1]));
+            }
+            const __m512 f = _mm512_cvtepi32_ps(_mm512_add_epi32(a0, a1));
+            acc[t] = _mm512_fmadd_ps(f, _mm512_mul_ps(dw, _mm512_set1_ps(dx)), acc[t]);
+        }
+    }
+    UNROLL
+    for (int t = 0; t < T; t++) _mm512_storeu_ps(y + (int64_t)t * ys, acc[t]);
+}
+
+#define DEFINE_PGEMM(NAME, Q8, PK)                                                                        \
+    static void NAME(int64_t cols, int64_t n_groups, int nt, const void *w, uint64_t gs, const void *x,    \
+                     uint64_t xs, float *y, int64_t ys) {                                                  \
+        const int64_t nb = cols / CLB_QK, xoff = (int64_t)clb_q8x_offset(cols);                            \
+        const uint64_t rs = gs / CLB_PACK_ROWS; /* row-major: the row stride */                           \
+        for (int64_t g = 0; g < n_groups; g++) {                                                           \
+            const uint8_t *wg = (const uint8_t *)w + (uint64_t)g * gs;                                     \
+            float *yg = y + g * CLB_PACK_ROWS;                                                             \
+            for (int t = 0; t < nt; t += 4) {                                                              \
+                const uint8_t *xt = (const uint8_t *)x + (uint64_t)t * xs;                                 \
+                float *yt = yg + (int64_t)t * ys;                                                          \
+                switch (nt - t < 4 ? nt - t : 4) {                                                         \
+                case 1: ptile(nb, 1, Q8, PK, wg, rs, xt, xs, xoff, yt, ys); break;                         \
+                case 2: ptile(nb, 2, Q8, PK, wg, rs, xt, xs, xoff, yt, ys); break;                         \
+                case 3: ptile(nb, 3, Q8, PK, wg, rs, xt, xs, xoff, yt, ys); break;                         \
+                default: ptile(nb, 4, Q8, PK, wg, rs, xt, xs, xoff, yt, ys); break;                        \
+                }                                                                                          \
+            }                                                                                              \
+        }                                                                                                  \
+    }
+
+DEFINE_PGEMM(pgemm512_q4_0, 0, 1)
+DEFINE_PGEMM(pgemm512_q8_0, 1, 1)
+DEFINE_PGEMM(rgemm512_q4_0, 0, 0)
+DEFINE_PGEMM(rgemm512_q8_0, 1, 0)
+
+void clb_kernels_fill_avx512_mdot(clb_kernels *k, clb_mdot_fn *mdot, clb_pgemm_fn *pgemm, clb_pgemm_fn *rgemm) {
     k->isa = "avx512";
+    pgemm[CLB_DT_Q4_0] = pgemm512_q4_0;
+    pgemm[CLB_DT_Q8_0] = pgemm512_q8_0;
+    rgemm[CLB_DT_Q4_0] = rgemm512_q4_0;
+    rgemm[CLB_DT_Q8_0] = rgemm512_q8_0;
     mdot[CLB_DT_Q4_0] = mdot512_q4_0;
     mdot[CLB_DT_Q8_0] = mdot512_q8_0;
     k->vec_dot[CLB_DT_Q4_0] = mdot512_q4_0_1;

@@ -83,6 +83,10 @@ typedef struct clb_weight {
     int dtype;
     int64_t rows, cols;
     uint64_t row_bytes;
+    /* leading rows computed 16 at a time by the kernel table's packed kernels (kernels.h;
+       0: none), and whether their bytes are interleaved in memory (else row-major) */
+    int64_t packed_rows;
+    bool interleaved;
 } clb_weight;
 
 typedef struct clb_expert_w {

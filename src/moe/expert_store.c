@@ -19,6 +19,8 @@
 #include <unistd.h>
 
 #include "core/common.h"
+#include "core/platform.h"
+#include "kernels/kernels.h"
 #include "model/source.h"
 #include "moe/store_impl.h"
 
@@ -75,6 +77,7 @@ void clb_store_free(clb_expert_store *s) {
     }
     for (int i = 0; i < s->n_dfds; i++) close(s->dfds[2 * i + 1]);
     clb_free(s->dfds);
+    if (s->pack_copy) munmap(s->pack_copy, (size_t)s->pack_copy_bytes);
     if (s->locks_ok) {
         pthread_cond_destroy(&s->cv_work);
         pthread_cond_destroy(&s->cv_done);
@@ -168,9 +171,127 @@ static int layout_expert(clb_expert_store *s, const clb_source *src, int l, int 
 static void set_pool_pointers(clb_expert_store *s, clb_st_expert *x) {
     uint8_t *base = clb_pool_slot(s, x->slot);
     x->pw = x->w;
-    x->pw.gate.data = base + x->t[0].data_off;
-    x->pw.up.data = base + x->t[1].data_off;
-    x->pw.down.data = base + x->t[2].data_off;
+    clb_weight *ws[3] = {&x->pw.gate, &x->pw.up, &x->pw.down};
+    for (int k = 0; k < 3; k++) {
+        ws[k]->data = base + x->t[k].data_off;
+        ws[k]->packed_rows = x->t[k].packed_rows;
+        ws[k]->interleaved = false;
+    }
+}
+
+/* ---- packing (kernels.h) ---- *
+ * With cfg.pack, every expert tensor of a dtype the table computes 16 rows at a time gets
+ * packed_rows: the same arithmetic whatever the mode, so the logits stay bit-identical.
+ * Bounded, the slots hold the file's row-major bytes (the kernels transpose them in
+ * registers; reading stays a plain pread). Unbounded, the experts are copied once into an
+ * interleaved layout when the copies fit in the available memory, else served row-major
+ * from the mapping. */
+
+/* MemAvailable from /proc/meminfo, 0 when unknown */
+static uint64_t mem_available(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return 0;
+    char line[256];
+    unsigned long long kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
+    fclose(f);
+    return (uint64_t)kb * 1024;
+}
+
+typedef struct pack_ctx {
+    clb_expert_store *s;
+    int ith, nth;
+} pack_ctx;
+
+/* unbounded: the packed copies of every nth expert (from ith), from the file's mapping */
+static void *pack_copies(void *arg) {
+    const pack_ctx *c = arg;
+    clb_expert_store *s = c->s;
+    int n = 0;
+    for (size_t i = 0; i < (size_t)s->n_layer * (size_t)s->n_expert; i++) {
+        clb_st_expert *x = &s->ex[i];
+        if (!x->present || !clb_st_packs(x) || n++ % c->nth != c->ith) continue;
+        clb_weight *ws[3] = {&x->w.gate, &x->w.up, &x->w.down};
+        for (int t = 0; t < 3; t++) {
+            uint8_t *dst = s->pack_copy + x->t[t].copy_off;
+            if (x->t[t].packed_rows)
+                clb_pack_rows_to(ws[t]->dtype, ws[t]->cols, ws[t]->rows, ws[t]->data, dst);
+            else
+                memcpy(dst, ws[t]->data, (size_t)x->t[t].size);
+            /* the mapping's pages are not needed any more (they stay in the page cache) */
+            const uintptr_t a0 = clb_align_up((uintptr_t)ws[t]->data, CLB_STORE_PAGE);
+            const uintptr_t a1 = ((uintptr_t)ws[t]->data + x->t[t].size) & ~(uintptr_t)(CLB_STORE_PAGE - 1);
+            if (a1 > a0) madvise((void *)a0, a1 - a0, MADV_DONTNEED);
+            ws[t]->data = dst;
+            ws[t]->packed_rows = x->t[t].packed_rows;
+            ws[t]->interleaved = x->t[t].packed_rows > 0;
+        }
+    }
+    return NULL;
+}
+
+/* Decides which tensors are packed and, unbounded, makes the interleaved copies. */
+static int setup_packing(clb_expert_store *s, const clb_kernels *k, bool interleave) {
+    uint64_t copy = 0;
+    bool any = false;
+    for (size_t i = 0; i < (size_t)s->n_layer * (size_t)s->n_expert; i++) {
+        clb_st_expert *x = &s->ex[i];
+        if (!x->present) continue;
+        const clb_weight *ws[3] = {&x->w.gate, &x->w.up, &x->w.down};
+        for (int t = 0; t < 3; t++) {
+            const clb_weight *w = ws[t];
+            if (!clb_kernels_packs(k, w->dtype) || !clb_pack_layout_known(w->dtype, w->cols) || w->rows < CLB_PACK_ROWS)
+                continue;
+            x->t[t].packed_rows = w->rows / CLB_PACK_ROWS * CLB_PACK_ROWS;
+            any = true;
+        }
+        if (clb_st_packs(x))
+            for (int t = 0; t < 3; t++) copy += clb_align_up(x->t[t].size, 64);
+    }
+    s->packed = any;
+    if (!any || s->bounded) return COLIBRI_OK; /* bounded: set_pool_pointers passes packed_rows on */
+    const uint64_t avail = interleave ? mem_available() : 0;
+    if (copy > avail || avail - copy < ((uint64_t)512 << 20)) { /* row-major from the mapping */
+        for (size_t i = 0; i < (size_t)s->n_layer * (size_t)s->n_expert; i++) {
+            clb_st_expert *x = &s->ex[i];
+            clb_weight *ws[3] = {&x->w.gate, &x->w.up, &x->w.down};
+            for (int t = 0; t < 3; t++) ws[t]->packed_rows = x->t[t].packed_rows;
+        }
+        return COLIBRI_OK;
+    }
+    void *m = mmap(NULL, (size_t)copy, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) return clb_err(COLIBRI_ERR_NOMEM, "cannot map %llu bytes for packed experts", (unsigned long long)copy);
+#ifdef MADV_HUGEPAGE
+    madvise(m, (size_t)copy, MADV_HUGEPAGE); /* best effort: fewer TLB misses on the streams */
+#endif
+    s->pack_copy = m;
+    s->pack_copy_bytes = copy;
+    /* hand out the copies in expert order, then fill them on a few threads */
+    uint64_t off = 0;
+    for (size_t i = 0; i < (size_t)s->n_layer * (size_t)s->n_expert; i++) {
+        clb_st_expert *x = &s->ex[i];
+        if (!x->present || !clb_st_packs(x)) continue;
+        for (int t = 0; t < 3; t++) {
+            x->t[t].copy_off = off;
+            off += clb_align_up(x->t[t].size, 64);
+        }
+    }
+    pack_ctx ctx[8];
+    pthread_t th[8];
+    const int n_th = CLB_MAX(1, CLB_MIN(8, clb_cpu_count()));
+    int started = 0;
+    for (int i = 0; i < n_th; i++) {
+        ctx[i] = (pack_ctx){s, i, n_th};
+        if (i > 0 && pthread_create(&th[i], NULL, pack_copies, &ctx[i]) == 0) started |= 1 << i;
+    }
+    pack_copies(&ctx[0]);
+    for (int i = 1; i < n_th; i++) {
+        if (started & (1 << i)) pthread_join(th[i], NULL);
+        else pack_copies(&ctx[i]); /* a thread that could not start: its share here */
+    }
+    s->interleaved = true;
+    return COLIBRI_OK;
 }
 
 int clb_store_configure(clb_expert_store *s, const clb_source *src, const clb_store_cfg *cfg) {
@@ -194,6 +315,7 @@ int clb_store_configure(clb_expert_store *s, const clb_source *src, const clb_st
             s->max_expert_bytes = CLB_MAX(s->max_expert_bytes, x->bytes);
         }
     if (n_present == 0) s->bounded = false;
+    if (cfg->pack && (rc = setup_packing(s, cfg->pack, cfg->interleave))) return rc;
     if (cfg->usage_path) {
         s->usage_path = clb_strdup(cfg->usage_path);
         if (!s->usage_path) return clb_err(COLIBRI_ERR_NOMEM, "out of memory");
@@ -432,6 +554,8 @@ void clb_store_get_info(clb_expert_store *s, clb_store_info *o) {
     o->direct_io = s->cfg.direct_io;
     o->guard = s->cfg.guard;
     o->prefetch = s->cfg.prefetch;
+    o->packed = s->packed;
+    o->interleaved = s->interleaved;
     o->policy = s->cfg.policy;
     o->n_slots = s->n_slots;
     o->io_threads = s->n_threads;

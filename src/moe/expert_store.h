@@ -47,6 +47,12 @@ typedef struct clb_store_cfg {
     int io_threads;        /* I/O threads of the pool (0 = the caller reads alone) */
     bool guard;            /* PROT_NONE on every pool page not pinned by an acquire */
     const char *usage_path; /* routing counts file (read at configure, written at free); NULL = off */
+    /* kernel table whose packed kernels (kernels.h) compute the expert tensors they can, or
+       NULL. The arithmetic is the same in every mode. Unbounded with interleave, the experts
+       are copied once into the interleaved layout when the copies fit in the available
+       memory (info.interleaved tells); otherwise the kernels read the row-major bytes. */
+    const struct clb_kernels *pack;
+    bool interleave;
 } clb_store_cfg;
 
 /* Switches to the mode cfg describes, once, after the loader filled every slot. Uses src
@@ -77,7 +83,7 @@ typedef struct clb_store_layer_stats {
 } clb_store_layer_stats;
 
 typedef struct clb_store_info {
-    bool bounded, direct_io, guard, prefetch;
+    bool bounded, direct_io, guard, prefetch, packed, interleaved;
     int policy, n_slots, io_threads;
     uint64_t pool_bytes, slot_bytes, max_expert_bytes;
 } clb_store_info;

@@ -24,6 +24,8 @@ typedef struct clb_st_tensor {
     uint64_t slot_off;    /* where read_off lands in the slot (page aligned) */
     uint64_t data_off;    /* where the tensor's first byte lands in the slot */
     bool direct_ok;
+    int64_t packed_rows;  /* rows computed by cfg.pack's packed kernels (0 none) */
+    uint64_t copy_off;    /* unbounded with packing: offset of the tensor's packed copy */
 } clb_st_tensor;
 
 /* L1: one expert */
@@ -83,6 +85,11 @@ struct clb_expert_store {
     int *dfds;           /* O_DIRECT descriptors opened per distinct fd: pairs (fd, dfd) */
     int n_dfds;
 
+    /* packing (cfg.pack): the unbounded mode's interleaved copies of every expert */
+    uint8_t *pack_copy;
+    uint64_t pack_copy_bytes;
+    bool packed, interleaved;
+
     clb_store_layer_stats *ls; /* [n_layer] */
     uint64_t acquires_since_hot;
 };
@@ -94,6 +101,9 @@ static inline clb_st_expert *clb_st_get(clb_expert_store *s, int layer, int expe
 
 /* expert_store.c: points x->pw into its slot once loaded (mu held) */
 void clb_store_loaded(clb_expert_store *s, int xi);
+static inline bool clb_st_packs(const clb_st_expert *x) {
+    return x->t[0].packed_rows || x->t[1].packed_rows || x->t[2].packed_rows;
+}
 
 /* pool.c */
 int clb_pool_map(clb_expert_store *s);   /* maps n_slots * slot_bytes (guard: PROT_NONE) */

@@ -17,7 +17,10 @@ uint64_t clb_matmul_qbuf_bytes(int64_t max_cols, int64_t max_tok) {
     uint64_t best = 0, rb;
     const int acts[] = {CLB_DT_Q8_0, CLB_DT_Q8_1, CLB_DT_Q8_K};
     for (size_t i = 0; i < CLB_ARRAY_LEN(acts); i++)
-        if (clb_type(acts[i]) && clb_row_bytes(acts[i], cols, &rb) && rb > best) best = rb;
+        if (clb_type(acts[i]) && clb_row_bytes(acts[i], cols, &rb)) {
+            if (acts[i] == CLB_DT_Q8_0) rb = clb_q8x_offset(cols) + clb_q8x_bytes(cols); /* with the extras */
+            if (rb > best) best = rb;
+        }
     best = clb_align_up(best, 64);
     return best * (uint64_t)max_tok + 64;
 }
@@ -27,6 +30,7 @@ uint64_t clb_mm_convert_stride(int dtype, int64_t cols) {
     uint64_t rb = 0;
     if (vt == CLB_DT_F32) return (uint64_t)cols * sizeof(float);
     clb_row_bytes(vt, cols, &rb);
+    if (vt == CLB_DT_Q8_0) rb = clb_q8x_offset(cols) + clb_q8x_bytes(cols); /* the extras of packed kernels */
     return clb_align_up(rb, 64);
 }
 
@@ -39,7 +43,10 @@ const uint8_t *clb_mm_convert(const clb_mm_ctx *c, void *dst, int dtype, int64_t
     }
     uint64_t rb = clb_mm_convert_stride(dtype, cols);
     uint8_t *q = dst;
-    for (int t = 0; t < n; t++) c->k->quantize[vt](x + (int64_t)t * x_stride, q + (uint64_t)t * rb, cols);
+    for (int t = 0; t < n; t++) {
+        c->k->quantize[vt](x + (int64_t)t * x_stride, q + (uint64_t)t * rb, cols);
+        if (vt == CLB_DT_Q8_0) clb_q8_fill_extras(q + (uint64_t)t * rb, cols);
+    }
     *stride = rb;
     return q;
 }
@@ -64,7 +71,7 @@ static void jobs_run(void *arg, int ith, int nth) {
         if (r1 <= 0 || r0 >= rows) continue;
         if (r0 < 0) r0 = 0;
         if (r1 > rows) r1 = rows;
-        clb_kernels_rows(t->k, jb->w->dtype, jb->w->cols, r0, r1, jb->w->data, jb->w->row_bytes, jb->xq,
+        clb_kernels_rows(t->k, jb->w->dtype, jb->w->cols, r0, r1, jb->w->data, jb->w->row_bytes, jb->w->packed_rows, jb->w->interleaved, jb->xq,
                          jb->xq_stride, jb->n_tok, jb->y, jb->y_stride);
     }
 }

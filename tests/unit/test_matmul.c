@@ -1,7 +1,8 @@
 /* test_matmul.c — the blocked row kernels (clb_kernels_rows / mdot) and the parallel matrix
  * product: every tile shape gives bit-identical outputs to the table's own vec_dot, the
  * SIMD tables agree with the portable one, the AVX2 and AVX-VNNI variants are bit-identical,
- * and clb_matmul's output does not depend on the thread count or the batch size. */
+ * clb_matmul's output does not depend on the thread count or the batch size, and packed
+ * rows (kernels.h) round-trip and give the same products as the row-major ones. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -88,7 +89,7 @@ static void test_rows_match_vec_dot(void **state) {
                 for (int64_t r0 = 0; r0 < 3; r0++)
                     for (int nt = 1; nt <= n_tok; nt += 2) {
                         for (int64_t j = 0; j < rows * n_tok; j++) y[j] = NAN;
-                        clb_kernels_rows(k, t, cols, r0, rows, w, rb, x, xs, nt, y, rows);
+                        clb_kernels_rows(k, t, cols, r0, rows, w, rb, 0, false, x, xs, nt, y, rows);
                         for (int tok = 0; tok < nt; tok++)
                             for (int64_t r = r0; r < rows; r++) {
                                 float want, ref;
@@ -127,8 +128,8 @@ static void test_vnni_bit_identical(void **state) {
         float *xf;
         uint8_t *w = make_rows(t3[d], 4096, 8, &rb), *x = make_acts(t3[d], 4096, 5, &xs, &xf);
         float ya[40], yv[40];
-        clb_kernels_rows(a, t3[d], 4096, 0, 8, w, rb, x, xs, 5, ya, 8);
-        clb_kernels_rows(v, t3[d], 4096, 0, 8, w, rb, x, xs, 5, yv, 8);
+        clb_kernels_rows(a, t3[d], 4096, 0, 8, w, rb, 0, false, x, xs, 5, ya, 8);
+        clb_kernels_rows(v, t3[d], 4096, 0, 8, w, rb, 0, false, x, xs, 5, yv, 8);
         assert_memory_equal(ya, yv, sizeof ya);
         free(w);
         free(x);
@@ -169,6 +170,122 @@ static void test_matmul_deterministic(void **state) {
     }
 }
 
+/* ---- packed rows ---- */
+
+static const clb_dtype packable[] = {CLB_DT_Q4_0, CLB_DT_Q8_0};
+
+/* pack + unpack restores every byte; rows past the last full group are untouched */
+static void test_pack_round_trip(void **state) {
+    (void)state;
+    const int64_t cols_list[] = {32, 2336}, rows = 37;
+    for (size_t d = 0; d < CLB_ARRAY_LEN(packable); d++)
+        for (size_t c = 0; c < CLB_ARRAY_LEN(cols_list); c++) {
+            const clb_dtype t = packable[d];
+            const int64_t cols = cols_list[c];
+            uint64_t rb;
+            uint8_t *w = make_rows(t, cols, rows, &rb), *p = malloc(rb * rows);
+            memcpy(p, w, rb * rows);
+            void *scratch = malloc(clb_pack_scratch_bytes(t, cols));
+            assert_true(clb_pack_layout_known(t, cols));
+            assert_int_equal(clb_pack_rows(t, cols, rows, p, scratch), 32);
+            assert_true(memcmp(p, w, rb * 32) != 0);
+            assert_memory_equal(p + rb * 32, w + rb * 32, rb * 5);
+            clb_unpack_rows(t, cols, 32, p, scratch);
+            assert_memory_equal(p, w, rb * rows);
+            free(scratch);
+            free(p);
+            free(w);
+        }
+    assert_false(clb_pack_layout_known(CLB_DT_Q4_K, 256));
+    assert_false(clb_pack_layout_known(CLB_DT_Q4_0, 48));
+    assert_int_equal(clb_pack_rows(CLB_DT_F32, 32, 16, NULL, NULL), 0);
+}
+
+/* packed products against the portable row-major ones, for every range of rows (whole and
+   partial groups, the unpacked tail) and token count; each output's bits are the same
+   whichever range or batch it was computed in */
+static void test_packed_rows(void **state) {
+    (void)state;
+    int checked = 0;
+    const int64_t ranges[][2] = {{0, 37}, {0, 16}, {16, 37}, {3, 20}, {5, 9}, {20, 37}, {32, 37}};
+    for (size_t i = 0; i < CLB_ARRAY_LEN(isas); i++) {
+        const clb_kernels *k = clb_kernels_by_isa(isas[i]);
+        if (!k) continue;
+        for (size_t d = 0; d < CLB_ARRAY_LEN(packable); d++) {
+            const clb_dtype t = packable[d];
+            if (!clb_kernels_packs(k, t)) continue;
+            const int64_t cols = 2336, rows = 37;
+            const int n_tok = 9;
+            uint64_t rb;
+            uint8_t *w = make_rows(t, cols, rows, &rb), *p = malloc(rb * rows);
+            memcpy(p, w, rb * rows);
+            void *scratch = malloc(clb_pack_scratch_bytes(t, cols));
+            const int64_t pr = clb_pack_rows(t, cols, rows, p, scratch);
+            float *xf = malloc(sizeof(float) * (size_t)(cols * n_tok));
+            for (int64_t j = 0; j < cols * n_tok; j++) xf[j] = rnd_f() * 4.0f;
+            const uint64_t xs = clb_mm_convert_stride(t, cols);
+            uint8_t *x = calloc(xs, n_tok);
+            for (int u = 0; u < n_tok; u++) {
+                k->quantize[CLB_DT_Q8_0](xf + u * cols, x + (uint64_t)u * xs, cols);
+                clb_q8_fill_extras(x + (uint64_t)u * xs, cols);
+            }
+            float full[9 * 37], y[9 * 37];
+            clb_kernels_rows(k, t, cols, 0, rows, p, rb, pr, true, x, xs, n_tok, full, rows);
+            for (int u = 0; u < n_tok; u++)
+                for (int64_t r = 0; r < rows; r++) {
+                    float ref;
+                    clb_kernels_generic()->vec_dot[t](cols, &ref, w + (uint64_t)r * rb, x + (uint64_t)u * xs);
+                    const float got = full[u * rows + r];
+                    if (!(fabsf(got - ref) <= 2e-3f * (1.0f + fabsf(ref))))
+                        fail_msg("%s packed %s row %lld tok %d: %.9g vs generic %.9g", k->isa, clb_dtype_name(t),
+                                 (long long)r, u, (double)got, (double)ref);
+                }
+            /* packed in memory (p) or row-major (w, transposed in registers): the same bits */
+            for (int il = 0; il < 2; il++)
+            for (size_t g = 0; g < CLB_ARRAY_LEN(ranges); g++)
+                for (int nt = 1; nt <= n_tok; nt += 2) {
+                    for (int64_t j = 0; j < rows * n_tok; j++) y[j] = NAN;
+                    clb_kernels_rows(k, t, cols, ranges[g][0], ranges[g][1], il ? p : w, rb, pr, il, x, xs, nt, y,
+                                     rows);
+                    for (int u = 0; u < n_tok; u++)
+                        for (int64_t r = 0; r < rows; r++) {
+                            const bool in = u < nt && r >= ranges[g][0] && r < ranges[g][1];
+                            const float got = y[u * rows + r];
+                            if (in ? memcmp(&got, &full[u * rows + r], sizeof got) != 0 : !isnan(got))
+                                fail_msg("%s %s %s rows [%lld,%lld) nt %d: out[%d][%lld] %.9g (full %.9g)", k->isa,
+                                         il ? "interleaved" : "row-major", clb_dtype_name(t), (long long)ranges[g][0],
+                                         (long long)ranges[g][1], nt, u, (long long)r, (double)got,
+                                         (double)full[u * rows + r]);
+                        }
+                }
+            /* through clb_matmul (its own activation conversion), 1 to 3 threads */
+            clb_weight W = {.data = p, .dtype = t, .rows = rows, .cols = cols, .row_bytes = rb, .packed_rows = pr,
+                            .interleaved = true};
+            for (int nth = 1; nth <= 4; nth++) {
+                if (nth == 4) W.data = w, W.interleaved = false, nth = 2;
+                clb_pool *pool = clb_pool_create(nth);
+                clb_mm_ctx mm = {.pool = pool, .k = k, .qbuf_bytes = clb_matmul_qbuf_bytes(cols, n_tok)};
+                mm.qbuf = clb_malloc(mm.qbuf_bytes);
+                clb_matmul(&mm, &W, xf, cols, n_tok, y, rows);
+                assert_memory_equal(y, full, sizeof y);
+                clb_free(mm.qbuf);
+                clb_pool_free(pool);
+                if (!W.interleaved) break;
+            }
+            checked++;
+            free(x);
+            free(xf);
+            free(scratch);
+            free(p);
+            free(w);
+        }
+    }
+    if (!checked) {
+        print_message("no packed kernels on this CPU; skipped\n");
+        skip();
+    }
+}
+
 static int n_calls;
 static void count_task(void *ctx, int ith, int nth) {
     (void)ith;
@@ -193,6 +310,8 @@ int main(void) {
         cmocka_unit_test(test_rows_match_vec_dot),
         cmocka_unit_test(test_vnni_bit_identical),
         cmocka_unit_test(test_matmul_deterministic),
+        cmocka_unit_test(test_pack_round_trip),
+        cmocka_unit_test(test_packed_rows),
         cmocka_unit_test(test_pool_dispatch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
