@@ -32,5 +32,7 @@ uint64_t clb_peak_rss(void);
 uint64_t clb_current_rss(void);
 /* Online CPU count (>= 1). */
 int clb_cpu_count(void);
+/* MemAvailable of /proc/meminfo in bytes, 0 when unknown. */
+uint64_t clb_mem_available(void);
 
 #endif

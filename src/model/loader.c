@@ -4,7 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/mman.h>
+
 #include "core/common.h"
+#include "kernels/kernels.h"
 #include "model/loader.h"
 
 typedef struct clb_owned owned_block;
@@ -230,4 +233,70 @@ void clb_model_free(clb_model *m) {
     clb_free(m->layers);
     clb_source_close(&m->src);
     clb_free(m);
+}
+
+/* ---- packed dense weights (kernels.h) ---- */
+
+/* The weights every forward pass reaches only through the matrix products. */
+static int dense_matmul_weights(clb_model *m, clb_weight **out, int cap) {
+    int n = 0;
+    for (int l = 0; l < m->hp->n_layer; l++) {
+        clb_layer *L = &m->layers[l];
+        clb_weight *ws[] = {&L->wq,       &L->wk,     &L->wv,      &L->wo,     &L->wq_a,   &L->wq_b,
+                            &L->wkv_a,    &L->wkv_b,  &L->ffn_gate, &L->ffn_up, &L->ffn_down, &L->router,
+                            &L->sh_gate,  &L->sh_up,  &L->sh_down};
+        for (size_t i = 0; i < CLB_ARRAY_LEN(ws); i++)
+            if (ws[i]->data && n < cap) out[n++] = ws[i];
+    }
+    if (m->output.data != m->tok_embd.data && n < cap) out[n++] = &m->output; /* a tied head is also the embedding */
+    return n;
+}
+
+/* true when p is a tensor's bytes in the source file's mapping (not a loader copy) */
+static bool in_mapping(const clb_model *m, const void *p) {
+    for (int i = 0; i < m->src.n_tensors; i++)
+        if (m->src.tensors[i].data == p) return true;
+    return false;
+}
+
+int clb_model_pack(clb_model *m, const clb_kernels *k, bool interleave, uint64_t mem_available) {
+    const int cap = 15 * m->hp->n_layer + 1;
+    clb_weight **ws = clb_calloc((size_t)cap, sizeof *ws);
+    if (!ws) return clb_err(COLIBRI_ERR_NOMEM, "out of memory");
+    const int n = dense_matmul_weights(m, ws, cap);
+    uint64_t copy = 0;
+    for (int i = 0; i < n; i++) {
+        clb_weight *w = ws[i];
+        if (!clb_kernels_packs(k, w->dtype) || !clb_pack_layout_known(w->dtype, w->cols) || w->rows < CLB_PACK_ROWS) {
+            ws[i] = NULL;
+            continue;
+        }
+        w->packed_rows = w->rows / CLB_PACK_ROWS * CLB_PACK_ROWS;
+        copy += w->row_bytes * (uint64_t)w->rows;
+    }
+    /* interleaved copies when they fit with room to spare; else the kernels read the
+       row-major bytes (the same arithmetic, so the same logits) */
+    binder b = {.m = m, .owned = m->owned};
+    int rc = COLIBRI_OK;
+    if (interleave && copy && copy < mem_available && mem_available - copy >= ((uint64_t)512 << 20))
+        for (int i = 0; i < n && !rc; i++) {
+            clb_weight *w = ws[i];
+            if (!w) continue;
+            void *dst = own(&b, (size_t)(w->row_bytes * (uint64_t)w->rows));
+            if (!dst) {
+                rc = clb_err(COLIBRI_ERR_NOMEM, "out of memory for packed weights");
+                break;
+            }
+            clb_pack_rows_to(w->dtype, w->cols, w->rows, w->data, dst);
+            if (in_mapping(m, w->data)) { /* the mapped pages are not needed any more */
+                const uintptr_t a0 = clb_align_up((uintptr_t)w->data, 4096);
+                const uintptr_t a1 = ((uintptr_t)w->data + w->row_bytes * (uint64_t)w->rows) & ~(uintptr_t)4095;
+                if (a1 > a0) madvise((void *)a0, a1 - a0, MADV_DONTNEED);
+            }
+            w->data = dst;
+            w->interleaved = true;
+        }
+    m->owned = b.owned;
+    clb_free(ws);
+    return rc;
 }

@@ -187,18 +187,6 @@ static void set_pool_pointers(clb_expert_store *s, clb_st_expert *x) {
  * interleaved layout when the copies fit in the available memory, else served row-major
  * from the mapping. */
 
-/* MemAvailable from /proc/meminfo, 0 when unknown */
-static uint64_t mem_available(void) {
-    FILE *f = fopen("/proc/meminfo", "r");
-    if (!f) return 0;
-    char line[256];
-    unsigned long long kb = 0;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
-    fclose(f);
-    return (uint64_t)kb * 1024;
-}
-
 typedef struct pack_ctx {
     clb_expert_store *s;
     int ith, nth;
@@ -251,7 +239,7 @@ static int setup_packing(clb_expert_store *s, const clb_kernels *k, bool interle
     }
     s->packed = any;
     if (!any || s->bounded) return COLIBRI_OK; /* bounded: set_pool_pointers passes packed_rows on */
-    const uint64_t avail = interleave ? mem_available() : 0;
+    const uint64_t avail = interleave ? clb_mem_available() : 0;
     if (copy > avail || avail - copy < ((uint64_t)512 << 20)) { /* row-major from the mapping */
         for (size_t i = 0; i < (size_t)s->n_layer * (size_t)s->n_expert; i++) {
             clb_st_expert *x = &s->ex[i];
