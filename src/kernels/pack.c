@@ -6,7 +6,8 @@
 #include "kernels/kernels_impl.h"
 
 bool clb_pack_layout_known(int dtype, int64_t cols) {
-    return (dtype == CLB_DT_Q4_0 || dtype == CLB_DT_Q8_0) && cols > 0 && cols % CLB_QK == 0 &&
+    const int64_t bs = dtype == CLB_DT_Q4_K ? CLB_QK_K : CLB_QK;
+    return (dtype == CLB_DT_Q4_0 || dtype == CLB_DT_Q8_0 || dtype == CLB_DT_Q4_K) && cols > 0 && cols % bs == 0 &&
            cols <= CLB_PACK_MAX_COLS;
 }
 
@@ -20,23 +21,27 @@ static inline uint32_t ld32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); re
 static inline void st32(uint8_t *p, uint32_t v) { memcpy(p, &v, 4); }
 
 /* One group, row-major rows (rb bytes apart) at rm -> packed at pk, or back (to_packed
-   false). 4-byte words: Q8_0 words are stored with every byte + 128 (xor 0x80). */
+   false), 4-byte words at a time. Q4_0/Q8_0 (kernels.h): per block 16 fp16 scales, then
+   word c of rows 0..15 for each c (Q8_0 words with every byte + 128, xor 0x80). Q4_K
+   (x86_avx512.c): per super-block word c = 0..35 of rows 0..15 (d|dmin, the three scale
+   words, the 32 quant words). */
 static void permute_group(int dtype, int64_t nb, uint64_t rb, uint8_t *rm, uint8_t *pk, bool to_packed) {
-    const int q8 = dtype == CLB_DT_Q8_0;
-    const uint64_t bb = q8 ? sizeof(clb_block_q8_0) : sizeof(clb_block_q4_0);
-    const int words = q8 ? 8 : 4;
+    const int q8 = dtype == CLB_DT_Q8_0, qk = dtype == CLB_DT_Q4_K;
+    const uint64_t bb = qk ? sizeof(clb_block_q4_k) : q8 ? sizeof(clb_block_q8_0) : sizeof(clb_block_q4_0);
+    const int words = qk ? 36 : q8 ? 8 : 4;
+    const uint64_t head = qk ? 0 : 2; /* bytes of the fp16 scale before the words */
     const uint32_t flip = q8 ? 0x80808080u : 0;
     for (int r = 0; r < CLB_PACK_ROWS; r++) {
         uint8_t *row = rm + (uint64_t)r * rb;
         for (int64_t b = 0; b < nb; b++) {
             uint8_t *blk = row + (uint64_t)b * bb, *pb = pk + (uint64_t)b * bb * CLB_PACK_ROWS;
-            uint8_t *pw = pb + 2 * CLB_PACK_ROWS + 4 * r;
+            uint8_t *pw = pb + head * CLB_PACK_ROWS + 4 * r;
             if (to_packed) {
-                memcpy(pb + 2 * r, blk, 2);
-                for (int c = 0; c < words; c++) st32(pw + 4 * CLB_PACK_ROWS * c, ld32(blk + 2 + 4 * c) ^ flip);
+                memcpy(pb + head * r, blk, head);
+                for (int c = 0; c < words; c++) st32(pw + 4 * CLB_PACK_ROWS * c, ld32(blk + head + 4 * c) ^ flip);
             } else {
-                memcpy(blk, pb + 2 * r, 2);
-                for (int c = 0; c < words; c++) st32(blk + 2 + 4 * c, ld32(pw + 4 * CLB_PACK_ROWS * c) ^ flip);
+                memcpy(blk, pb + head * r, head);
+                for (int c = 0; c < words; c++) st32(blk + head + 4 * c, ld32(pw + 4 * CLB_PACK_ROWS * c) ^ flip);
             }
         }
     }
@@ -48,7 +53,7 @@ int64_t clb_pack_rows_to(int dtype, int64_t cols, int64_t rows, const void *src,
     const int64_t groups = rows / CLB_PACK_ROWS;
     const uint64_t gb = rb * CLB_PACK_ROWS;
     for (int64_t g = 0; g < groups; g++)
-        permute_group(dtype, cols / CLB_QK, rb, (uint8_t *)(uintptr_t)src + (uint64_t)g * gb, (uint8_t *)dst + (uint64_t)g * gb,
+        permute_group(dtype, cols / (dtype == CLB_DT_Q4_K ? CLB_QK_K : CLB_QK), rb, (uint8_t *)(uintptr_t)src + (uint64_t)g * gb, (uint8_t *)dst + (uint64_t)g * gb,
                       true);
     memcpy((uint8_t *)dst + (uint64_t)groups * gb, (const uint8_t *)src + (uint64_t)groups * gb,
            (size_t)(rb * (uint64_t)(rows - groups * CLB_PACK_ROWS)));
@@ -62,7 +67,7 @@ int64_t clb_pack_rows(int dtype, int64_t cols, int64_t rows, void *data, void *s
     for (int64_t g = 0; g < groups; g++) {
         uint8_t *base = (uint8_t *)data + (uint64_t)g * rb * CLB_PACK_ROWS;
         memcpy(scratch, base, rb * CLB_PACK_ROWS);
-        permute_group(dtype, cols / CLB_QK, rb, scratch, base, true);
+        permute_group(dtype, cols / (dtype == CLB_DT_Q4_K ? CLB_QK_K : CLB_QK), rb, scratch, base, true);
     }
     return groups * CLB_PACK_ROWS;
 }
@@ -73,7 +78,7 @@ void clb_unpack_rows(int dtype, int64_t cols, int64_t packed_rows, void *data, v
     for (int64_t g = 0; g < packed_rows / CLB_PACK_ROWS; g++) {
         uint8_t *base = (uint8_t *)data + (uint64_t)g * rb * CLB_PACK_ROWS;
         memcpy(scratch, base, rb * CLB_PACK_ROWS);
-        permute_group(dtype, cols / CLB_QK, rb, base, scratch, false);
+        permute_group(dtype, cols / (dtype == CLB_DT_Q4_K ? CLB_QK_K : CLB_QK), rb, base, scratch, false);
     }
 }
 

@@ -185,8 +185,9 @@ MD_INLINE void rm_q4_0(const uint8_t *p, uint64_t rs, __m512i out[4]) {
     out[3] = _mm512_permutex2var_epi32(b01, hi, b23);
 }
 
-/* Q8_0: out[k] lane r = dword k of row r's quants, + 128 per byte. */
-MD_INLINE void rm_q8_0(const uint8_t *p, uint64_t rs, __m512i out[8]) {
+/* 32 bytes per row: out[k] lane r = dword k of row r (bytes at p + r * rs), each byte
+   xor-ed with flip (Q8_0: 0x80, i.e. + 128; Q4_K nibbles: 0). */
+MD_INLINE void rm_dwords8(const uint8_t *p, uint64_t rs, __m512i out[8], const char flip) {
     __m512i z[8], u[8], v[8];
     UNROLL
     for (int j = 0; j < 8; j++) {
@@ -214,7 +215,7 @@ MD_INLINE void rm_q8_0(const uint8_t *p, uint64_t rs, __m512i out[8]) {
         }
     const __m512i lo = IDX16(0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
     const __m512i hi = IDX16(8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
-    const __m512i bias = _mm512_set1_epi8((char)0x80);
+    const __m512i bias = _mm512_set1_epi8(flip);
     UNROLL
     for (int h = 0; h < 2; h++)
         UNROLL
@@ -227,7 +228,8 @@ MD_INLINE void rm_q8_0(const uint8_t *p, uint64_t rs, __m512i out[8]) {
 /* PK: the weights are in the packed layout (group stride ws unused); else a row-major
    group with rows ws bytes apart. */
 MD_INLINE void ptile(int64_t nb, const int T, const int Q8, const int PK, const uint8_t *w, uint64_t ws,
-                     const uint8_t *x, uint64_t xs, int64_t xoff, float *y, int64_t ys) {
+                     const uint8_t *x, uint64_t xs, float *y, int64_t ys) {
+    const uint64_t xoff = clb_q8x_offset(nb * CLB_QK);
     const uint64_t bbytes = Q8 ? sizeof(clb_block_q8_0) : sizeof(clb_block_q4_0), bstride = 16 * bbytes;
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     const __m512i rows = _mm512_mullo_epi32(IDX16(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
@@ -257,7 +259,7 @@ MD_INLINE void ptile(int64_t nb, const int T, const int Q8, const int PK, const 
             /* the 16 scales: a dword gathered at each row's block, its low half */
             dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_i32gather_epi32(rows, wb, 1)));
             if (Q8)
-                rm_q8_0(wb + 2, ws, q);
+                rm_dwords8(wb + 2, ws, q, (char)0x80);
             else
                 rm_q4_0(wb + 2, ws, q);
         }
@@ -291,11 +293,107 @@ MD_INLINE void ptile(int64_t nb, const int T, const int Q8, const int PK, const 
     for (int t = 0; t < T; t++) _mm512_storeu_ps(y + (int64_t)t * ys, acc[t]);
 }
 
-#define DEFINE_PGEMM(NAME, Q8, PK)                                                                        \
+
+
+/* ---- Q4_K on packed rows ------------------------------------------------------------ *
+ * Packed super-block (16 rows, 2304 bytes = 16 x 144): the dwords (d | dmin << 16) of rows
+ * 0..15, then the three scale dwords u0, u1, u2 of rows 0..15 (each its own 64 bytes),
+ * then for chunk c = 0..3 and k = 0..7 the quant bytes qs[32c + 4k .. + 3] of rows 0..15.
+ * Per sub-block j (32 weights, 6-bit scale sc_j and min m_j) and token: 8 VPDPBUSD, one
+ * conversion and one FMA by d * sc_j; the mins by VPDPWSSD of (m_j, m_j) against the
+ * token's bsums pair, once per super-block: y += dx (sum_j d sc_j q.x - dmin sum_j m_j bs_j). */
+MD_INLINE void ptile_q4k(int64_t nsb, const int T, const int PK, const uint8_t *w, uint64_t rs, const uint8_t *x,
+                         uint64_t xs, float *y, int64_t ys) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m6 = _mm512_set1_epi8(0x3F), m30 = _mm512_set1_epi8(0x30);
+    const __m512i rows = _mm512_mullo_epi32(IDX16(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                            _mm512_set1_epi32((int)(PK ? 0 : rs)));
+    const __m512i byte = _mm512_set1_epi32(0xFF);
+    __m512 acc[4];
+    UNROLL
+    for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nsb; i++) {
+        const uint8_t *wb = w + (uint64_t)i * (PK ? 16 * sizeof(clb_block_q4_k) : sizeof(clb_block_q4_k));
+        __m512i dd, u0, u1, u2;
+        if (PK) {
+            dd = _mm512_loadu_si512(wb);
+            u0 = _mm512_loadu_si512(wb + 64);
+            u1 = _mm512_loadu_si512(wb + 128);
+            u2 = _mm512_loadu_si512(wb + 192);
+            for (int o = 0; o < 16 * (int)sizeof(clb_block_q4_k); o += 64)
+                _mm_prefetch((const char *)(wb + PK_PREFETCH + o), _MM_HINT_T0);
+        } else {
+            dd = _mm512_i32gather_epi32(rows, wb, 1);
+            u0 = _mm512_i32gather_epi32(rows, wb + 4, 1);
+            u1 = _mm512_i32gather_epi32(rows, wb + 8, 1);
+            u2 = _mm512_i32gather_epi32(rows, wb + 12, 1);
+            UNROLL
+            for (int r = 0; r < 16; r++) _mm_prefetch((const char *)(wb + (uint64_t)r * rs + RM_PREFETCH), _MM_HINT_T0);
+        }
+        const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
+        const __m512 dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
+        /* four 6-bit values per dword: scales of sub-blocks 0-3 and 4-7, mins likewise */
+        const __m512i sc4[2] = {_mm512_and_si512(u0, m6),
+                                _mm512_or_si512(_mm512_and_si512(u2, m4), _mm512_and_si512(_mm512_srli_epi32(u0, 2), m30))};
+        const __m512i mn4[2] = {_mm512_and_si512(u1, m6),
+                                _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u2, 4), m4),
+                                                _mm512_and_si512(_mm512_srli_epi32(u1, 2), m30))};
+        __m512 part[4];
+        __m512i msum[4];
+        UNROLL
+        for (int t = 0; t < T; t++) part[t] = _mm512_setzero_ps(), msum[t] = _mm512_setzero_si512();
+        for (int c = 0; c < 4; c++) {
+            __m512i q[8];
+            if (PK) {
+                UNROLL
+                for (int k = 0; k < 8; k++) q[k] = _mm512_loadu_si512(wb + 256 + 64 * (8 * c + k));
+            } else {
+                rm_dwords8(wb + 16 + 32 * c, rs, q, 0);
+            }
+            const int j0 = 2 * c, j1 = 2 * c + 1;
+            const __m512i s0 = _mm512_and_si512(_mm512_srli_epi32(sc4[j0 / 4], 8 * (j0 % 4)), byte);
+            const __m512i s1 = _mm512_and_si512(_mm512_srli_epi32(sc4[j1 / 4], 8 * (j1 % 4)), byte);
+            const __m512 ds0 = _mm512_mul_ps(d, _mm512_cvtepi32_ps(s0)), ds1 = _mm512_mul_ps(d, _mm512_cvtepi32_ps(s1));
+            __m512i mm0 = _mm512_and_si512(_mm512_srli_epi32(mn4[j0 / 4], 8 * (j0 % 4)), byte);
+            __m512i mm1 = _mm512_and_si512(_mm512_srli_epi32(mn4[j1 / 4], 8 * (j1 % 4)), byte);
+            mm0 = _mm512_or_si512(mm0, _mm512_slli_epi32(mm0, 16)); /* (m, m) int16 pairs */
+            mm1 = _mm512_or_si512(mm1, _mm512_slli_epi32(mm1, 16));
+            UNROLL
+            for (int t = 0; t < T; t++) {
+                const clb_block_q8_k *xb = (const clb_block_q8_k *)(x + (uint64_t)t * xs) + i;
+                int32_t x4[16], bs[2];
+                memcpy(x4, xb->qs + 64 * c, 64);
+                memcpy(bs, xb->bsums + 2 * j0, 8);
+                __m512i a0 = _mm512_setzero_si512(), a1 = _mm512_setzero_si512();
+                UNROLL
+                for (int k = 0; k < 8; k++) {
+                    a0 = _mm512_dpbusd_epi32(a0, _mm512_and_si512(q[k], m4), _mm512_set1_epi32(x4[k]));
+                    a1 = _mm512_dpbusd_epi32(a1, _mm512_and_si512(_mm512_srli_epi16(q[k], 4), m4),
+                                             _mm512_set1_epi32(x4[8 + k]));
+                }
+                part[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a0), ds0, part[t]);
+                part[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a1), ds1, part[t]);
+                msum[t] = _mm512_dpwssd_epi32(msum[t], mm0, _mm512_set1_epi32(bs[0]));
+                msum[t] = _mm512_dpwssd_epi32(msum[t], mm1, _mm512_set1_epi32(bs[1]));
+            }
+        }
+        UNROLL
+        for (int t = 0; t < T; t++) {
+            const __m512 dx = _mm512_set1_ps(((const clb_block_q8_k *)(x + (uint64_t)t * xs) + i)->d);
+            acc[t] = _mm512_fmadd_ps(part[t], dx, acc[t]);
+            acc[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum[t]), _mm512_mul_ps(dmin, dx), acc[t]);
+        }
+    }
+    UNROLL
+    for (int t = 0; t < T; t++) _mm512_storeu_ps(y + (int64_t)t * ys, acc[t]);
+}
+
+/* clb_pgemm_fn over any number of groups and tokens, from a tile TILE(n_blocks, T, w, rs,
+   x, xs, y, ys) of one group against T <= 4 tokens (rs: the row stride of row-major groups) */
+#define DEFINE_PGEMM(NAME, BLOCK, TILE)                                                                   \
     static void NAME(int64_t cols, int64_t n_groups, int nt, const void *w, uint64_t gs, const void *x,    \
                      uint64_t xs, float *y, int64_t ys) {                                                  \
-        const int64_t nb = cols / CLB_QK, xoff = (int64_t)clb_q8x_offset(cols);                            \
-        const uint64_t rs = gs / CLB_PACK_ROWS; /* row-major: the row stride */                           \
+        const int64_t nb = cols / (BLOCK);                                                                 \
+        const uint64_t rs = gs / CLB_PACK_ROWS;                                                            \
         for (int64_t g = 0; g < n_groups; g++) {                                                           \
             const uint8_t *wg = (const uint8_t *)w + (uint64_t)g * gs;                                     \
             float *yg = y + g * CLB_PACK_ROWS;                                                             \
@@ -303,19 +401,27 @@ MD_INLINE void ptile(int64_t nb, const int T, const int Q8, const int PK, const 
                 const uint8_t *xt = (const uint8_t *)x + (uint64_t)t * xs;                                 \
                 float *yt = yg + (int64_t)t * ys;                                                          \
                 switch (nt - t < 4 ? nt - t : 4) {                                                         \
-                case 1: ptile(nb, 1, Q8, PK, wg, rs, xt, xs, xoff, yt, ys); break;                         \
-                case 2: ptile(nb, 2, Q8, PK, wg, rs, xt, xs, xoff, yt, ys); break;                         \
-                case 3: ptile(nb, 3, Q8, PK, wg, rs, xt, xs, xoff, yt, ys); break;                         \
-                default: ptile(nb, 4, Q8, PK, wg, rs, xt, xs, xoff, yt, ys); break;                        \
+                case 1: TILE(nb, 1, wg, rs, xt, xs, yt, ys); break;                                        \
+                case 2: TILE(nb, 2, wg, rs, xt, xs, yt, ys); break;                                        \
+                case 3: TILE(nb, 3, wg, rs, xt, xs, yt, ys); break;                                        \
+                default: TILE(nb, 4, wg, rs, xt, xs, yt, ys); break;                                       \
                 }                                                                                          \
             }                                                                                              \
         }                                                                                                  \
     }
 
-DEFINE_PGEMM(pgemm512_q4_0, 0, 1)
-DEFINE_PGEMM(pgemm512_q8_0, 1, 1)
-DEFINE_PGEMM(rgemm512_q4_0, 0, 0)
-DEFINE_PGEMM(rgemm512_q8_0, 1, 0)
+#define PT_Q4_0(nb, T, ...) ptile(nb, T, 0, 1, __VA_ARGS__)
+#define PT_Q8_0(nb, T, ...) ptile(nb, T, 1, 1, __VA_ARGS__)
+#define RT_Q4_0(nb, T, ...) ptile(nb, T, 0, 0, __VA_ARGS__)
+#define RT_Q8_0(nb, T, ...) ptile(nb, T, 1, 0, __VA_ARGS__)
+#define PT_Q4_K(nb, T, ...) ptile_q4k(nb, T, 1, __VA_ARGS__)
+#define RT_Q4_K(nb, T, ...) ptile_q4k(nb, T, 0, __VA_ARGS__)
+DEFINE_PGEMM(pgemm512_q4_0, CLB_QK, PT_Q4_0)
+DEFINE_PGEMM(pgemm512_q8_0, CLB_QK, PT_Q8_0)
+DEFINE_PGEMM(rgemm512_q4_0, CLB_QK, RT_Q4_0)
+DEFINE_PGEMM(rgemm512_q8_0, CLB_QK, RT_Q8_0)
+DEFINE_PGEMM(pgemm512_q4_k, CLB_QK_K, PT_Q4_K)
+DEFINE_PGEMM(rgemm512_q4_k, CLB_QK_K, RT_Q4_K)
 
 void clb_kernels_fill_avx512_mdot(clb_kernels *k, clb_mdot_fn *mdot, clb_pgemm_fn *pgemm, clb_pgemm_fn *rgemm) {
     k->isa = "avx512";
@@ -323,6 +429,8 @@ void clb_kernels_fill_avx512_mdot(clb_kernels *k, clb_mdot_fn *mdot, clb_pgemm_f
     pgemm[CLB_DT_Q8_0] = pgemm512_q8_0;
     rgemm[CLB_DT_Q4_0] = rgemm512_q4_0;
     rgemm[CLB_DT_Q8_0] = rgemm512_q8_0;
+    pgemm[CLB_DT_Q4_K] = pgemm512_q4_k;
+    rgemm[CLB_DT_Q4_K] = rgemm512_q4_k;
     mdot[CLB_DT_Q4_0] = mdot512_q4_0;
     mdot[CLB_DT_Q8_0] = mdot512_q8_0;
     k->vec_dot[CLB_DT_Q4_0] = mdot512_q4_0_1;

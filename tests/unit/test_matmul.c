@@ -172,16 +172,16 @@ static void test_matmul_deterministic(void **state) {
 
 /* ---- packed rows ---- */
 
-static const clb_dtype packable[] = {CLB_DT_Q4_0, CLB_DT_Q8_0};
+static const clb_dtype packable[] = {CLB_DT_Q4_0, CLB_DT_Q8_0, CLB_DT_Q4_K};
 
 /* pack + unpack restores every byte; rows past the last full group are untouched */
 static void test_pack_round_trip(void **state) {
     (void)state;
-    const int64_t cols_list[] = {32, 2336}, rows = 37;
+    const int64_t cols_list[] = {32, 2336}, cols_k[] = {256, 2304}, rows = 37;
     for (size_t d = 0; d < CLB_ARRAY_LEN(packable); d++)
         for (size_t c = 0; c < CLB_ARRAY_LEN(cols_list); c++) {
             const clb_dtype t = packable[d];
-            const int64_t cols = cols_list[c];
+            const int64_t cols = t == CLB_DT_Q4_K ? cols_k[c] : cols_list[c];
             uint64_t rb;
             uint8_t *w = make_rows(t, cols, rows, &rb), *p = malloc(rb * rows);
             memcpy(p, w, rb * rows);
@@ -196,7 +196,8 @@ static void test_pack_round_trip(void **state) {
             free(p);
             free(w);
         }
-    assert_false(clb_pack_layout_known(CLB_DT_Q4_K, 256));
+    assert_false(clb_pack_layout_known(CLB_DT_Q4_K, 288));
+    assert_false(clb_pack_layout_known(CLB_DT_Q6_K, 256));
     assert_false(clb_pack_layout_known(CLB_DT_Q4_0, 48));
     assert_int_equal(clb_pack_rows(CLB_DT_F32, 32, 16, NULL, NULL), 0);
 }
@@ -214,8 +215,9 @@ static void test_packed_rows(void **state) {
         for (size_t d = 0; d < CLB_ARRAY_LEN(packable); d++) {
             const clb_dtype t = packable[d];
             if (!clb_kernels_packs(k, t)) continue;
-            const int64_t cols = 2336, rows = 37;
+            const int64_t cols = t == CLB_DT_Q4_K ? 2304 : 2336, rows = 37;
             const int n_tok = 9;
+            const clb_dtype vt = clb_type(t)->vec_dot_type;
             uint64_t rb;
             uint8_t *w = make_rows(t, cols, rows, &rb), *p = malloc(rb * rows);
             memcpy(p, w, rb * rows);
@@ -226,8 +228,8 @@ static void test_packed_rows(void **state) {
             const uint64_t xs = clb_mm_convert_stride(t, cols);
             uint8_t *x = calloc(xs, n_tok);
             for (int u = 0; u < n_tok; u++) {
-                k->quantize[CLB_DT_Q8_0](xf + u * cols, x + (uint64_t)u * xs, cols);
-                clb_q8_fill_extras(x + (uint64_t)u * xs, cols);
+                k->quantize[vt](xf + u * cols, x + (uint64_t)u * xs, cols);
+                if (vt == CLB_DT_Q8_0) clb_q8_fill_extras(x + (uint64_t)u * xs, cols);
             }
             float full[9 * 37], y[9 * 37];
             clb_kernels_rows(k, t, cols, 0, rows, p, rb, pr, true, x, xs, n_tok, full, rows);
