@@ -39,10 +39,10 @@ static void attention_run(void *arg, int ith, int nth) {
         int tok = (int)(p / hp->n_head), h = (int)(p % hp->n_head), g = h / group;
         int pos = e->n_past + tok;
         const float *qv = e->q + (int64_t)tok * hp->n_head * hd + (int64_t)h * hd;
+        const clb_vec_dot_fn dot = e->k->vec_dot[CLB_DT_F32]; /* the table's f32 dot product */
         for (int j = 0; j <= pos; j++) {
-            const float *kv = kc + (int64_t)j * kstride + (int64_t)g * hd;
-            float s = 0;
-            for (int d = 0; d < hd; d++) s += qv[d] * kv[d];
+            float s;
+            dot(hd, &s, kc + (int64_t)j * kstride + (int64_t)g * hd, qv);
             sc[j] = s * scale;
         }
         clb_softmax(sc, pos + 1);
