@@ -44,6 +44,7 @@ for src in src/*.c src/*/*.c; do
         isa=""
         case "$ARCH:$(basename "$src" .c)" in
             x86_64:x86_avx2) isa="-mavx2 -mfma -mf16c" ;;
+            x86_64:x86_avx512) isa="-mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512vnni -mavx512vbmi" ;;
             aarch64:arm_neon) isa="-march=armv8.2-a+dotprod+fp16" ;;
         esac
         echo "$src $obj${isa:+ $isa}" >>"$list" # no trailing blank: xargs -L joins such lines
@@ -53,7 +54,7 @@ if [ -s "$list" ]; then
     echo "fuzz: compiling $(wc -l <"$list") library files with $CC"
     # shellcheck disable=SC2086
     if ! xargs -P "$JOBS" -L 1 sh -c \
-        "$CC $CFLAGS -fsanitize=fuzzer-no-link -c \"\$0\" -o \"\$1\" \$2 \$3 \$4" <"$list"; then
+        "src=\"\$0\" obj=\"\$1\"; shift; exec $CC $CFLAGS -fsanitize=fuzzer-no-link -c \"\$src\" -o \"\$obj\" \"\$@\"" <"$list"; then
         echo "fuzz: library build failed" >&2
         exit 1
     fi
