@@ -136,9 +136,9 @@ colibri_engine_t *colibri_init_params(const char *model_path, const colibri_para
     {
         /* COLIBRI_PACK=0: per-row kernels only; =rows: packed kernels on row-major bytes */
         const char *pk = getenv("COLIBRI_PACK");
-        if (!(pk && strcmp(pk, "0") == 0) &&
-            clb_model_pack(e->model, e->k, !(pk && strcmp(pk, "rows") == 0), clb_mem_available()))
-            goto fail;
+        e->pack_k = pk && strcmp(pk, "0") == 0 ? NULL : e->k;
+        e->pack_interleave = !(pk && strcmp(pk, "rows") == 0);
+        if (e->pack_k && clb_model_pack(e->model, e->pack_k, e->pack_interleave)) goto fail;
     }
     e->n_threads = p.n_threads > 0 ? p.n_threads : clb_cpu_count();
     e->max_seq = p.max_seq_len > 0 ? p.max_seq_len : CLB_MIN(hp->max_pos, 4096);

@@ -14,6 +14,10 @@ struct colibri_engine {
     clb_model *model;
     const clb_hparams *hp;
     const clb_kernels *k;
+    /* packed kernels (kernels.h): the table whose packed products weights take (NULL: none,
+       COLIBRI_PACK=0) and whether interleaved copies may be made (not with COLIBRI_PACK=rows) */
+    const clb_kernels *pack_k;
+    bool pack_interleave;
     clb_pool *pool;
     clb_mm_ctx mm;
     clb_rope rope;

@@ -143,3 +143,13 @@ uint64_t clb_mem_available(void) {
     fclose(f);
     return (uint64_t)kb * 1024;
 }
+
+bool clb_copy_fits(uint64_t bytes) {
+    const uint64_t avail = clb_mem_available();
+    return bytes < avail && avail - bytes >= ((uint64_t)512 << 20);
+}
+
+void clb_release_pages(const void *p, uint64_t len) {
+    const uintptr_t a0 = clb_align_up((uintptr_t)p, 4096), a1 = ((uintptr_t)p + len) & ~(uintptr_t)4095;
+    if (a1 > a0) madvise((void *)a0, a1 - a0, MADV_DONTNEED);
+}

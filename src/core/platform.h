@@ -3,6 +3,7 @@
 #ifndef CLB_PLATFORM_H
 #define CLB_PLATFORM_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -34,5 +35,10 @@ uint64_t clb_current_rss(void);
 int clb_cpu_count(void);
 /* MemAvailable of /proc/meminfo in bytes, 0 when unknown. */
 uint64_t clb_mem_available(void);
+/* true when a copy of bytes fits in MemAvailable with 512 MiB to spare (false when unknown) */
+bool clb_copy_fits(uint64_t bytes);
+/* Gives the whole pages inside [p, p + len) of a file mapping back (MADV_DONTNEED: they stay
+   in the page cache and are read again if touched). */
+void clb_release_pages(const void *p, uint64_t len);
 
 #endif

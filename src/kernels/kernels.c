@@ -142,6 +142,11 @@ bool clb_kernels_packs(const struct clb_kernels *k, int dtype) {
     return clb_kernels_pgemm(k, dtype) != NULL && clb_kernels_rgemm(k, dtype) != NULL;
 }
 
+int64_t clb_kernels_pack_rows(const struct clb_kernels *k, int dtype, int64_t cols, int64_t rows) {
+    if (!clb_kernels_packs(k, dtype) || !clb_pack_layout_known(dtype, cols)) return 0;
+    return rows / CLB_PACK_ROWS * CLB_PACK_ROWS;
+}
+
 void clb_kernels_rows(const clb_kernels *k, int dtype, int64_t cols, int64_t r0, int64_t r1, const void *w,
                       uint64_t row_bytes, int64_t packed_rows, bool interleaved, const void *xq, uint64_t xq_stride,
                       int n_tok, float *y, int64_t y_stride) {

@@ -103,6 +103,9 @@ typedef struct clb_kernels {
 struct clb_kernels;
 /* true when table k computes dtype on packed rows (then such weights may be packed) */
 bool clb_kernels_packs(const struct clb_kernels *k, int dtype);
+/* Rows of a rows x cols dtype weight that table k computes with its packed kernels: the
+   full groups when the table packs dtype and the layout is known, else 0. */
+int64_t clb_kernels_pack_rows(const struct clb_kernels *k, int dtype, int64_t cols, int64_t rows);
 /* true when dtype has a packed layout for rows of cols weights */
 bool clb_pack_layout_known(int dtype, int64_t cols);
 /* Bytes of scratch clb_pack_rows / clb_unpack_rows need (one group). */

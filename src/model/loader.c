@@ -4,9 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <sys/mman.h>
-
 #include "core/common.h"
+#include "core/platform.h"
 #include "kernels/kernels.h"
 #include "model/loader.h"
 
@@ -259,7 +258,7 @@ static bool in_mapping(const clb_model *m, const void *p) {
     return false;
 }
 
-int clb_model_pack(clb_model *m, const clb_kernels *k, bool interleave, uint64_t mem_available) {
+int clb_model_pack(clb_model *m, const clb_kernels *k, bool interleave) {
     const int cap = 15 * m->hp->n_layer + 1;
     clb_weight **ws = clb_calloc((size_t)cap, sizeof *ws);
     if (!ws) return clb_err(COLIBRI_ERR_NOMEM, "out of memory");
@@ -267,18 +266,18 @@ int clb_model_pack(clb_model *m, const clb_kernels *k, bool interleave, uint64_t
     uint64_t copy = 0;
     for (int i = 0; i < n; i++) {
         clb_weight *w = ws[i];
-        if (!clb_kernels_packs(k, w->dtype) || !clb_pack_layout_known(w->dtype, w->cols) || w->rows < CLB_PACK_ROWS) {
+        w->packed_rows = clb_kernels_pack_rows(k, w->dtype, w->cols, w->rows);
+        if (!w->packed_rows) {
             ws[i] = NULL;
             continue;
         }
-        w->packed_rows = w->rows / CLB_PACK_ROWS * CLB_PACK_ROWS;
         copy += w->row_bytes * (uint64_t)w->rows;
     }
     /* interleaved copies when they fit with room to spare; else the kernels read the
        row-major bytes (the same arithmetic, so the same logits) */
     binder b = {.m = m, .owned = m->owned};
     int rc = COLIBRI_OK;
-    if (interleave && copy && copy < mem_available && mem_available - copy >= ((uint64_t)512 << 20))
+    if (interleave && copy && clb_copy_fits(copy))
         for (int i = 0; i < n && !rc; i++) {
             clb_weight *w = ws[i];
             if (!w) continue;
@@ -288,11 +287,7 @@ int clb_model_pack(clb_model *m, const clb_kernels *k, bool interleave, uint64_t
                 break;
             }
             clb_pack_rows_to(w->dtype, w->cols, w->rows, w->data, dst);
-            if (in_mapping(m, w->data)) { /* the mapped pages are not needed any more */
-                const uintptr_t a0 = clb_align_up((uintptr_t)w->data, 4096);
-                const uintptr_t a1 = ((uintptr_t)w->data + w->row_bytes * (uint64_t)w->rows) & ~(uintptr_t)4095;
-                if (a1 > a0) madvise((void *)a0, a1 - a0, MADV_DONTNEED);
-            }
+            if (in_mapping(m, w->data)) clb_release_pages(w->data, w->row_bytes * (uint64_t)w->rows);
             w->data = dst;
             w->interleaved = true;
         }

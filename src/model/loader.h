@@ -23,9 +23,9 @@ typedef struct clb_model {
 int clb_model_load(const char *path, clb_model **out);
 void clb_model_free(clb_model *m);
 /* Gives the dense matrix-product weights that table k computes 16 rows at a time their
-   packed_rows, and, with interleave and room in mem_available, interleaved copies
+   packed_rows, and, with interleave and room in MemAvailable, interleaved copies
    (kernels.h). Embedding rows (and a head tied to them) are never packed. */
 struct clb_kernels;
-int clb_model_pack(clb_model *m, const struct clb_kernels *k, bool interleave, uint64_t mem_available);
+int clb_model_pack(clb_model *m, const struct clb_kernels *k, bool interleave);
 
 #endif

@@ -207,10 +207,7 @@ static void *pack_copies(void *arg) {
                 clb_pack_rows_to(ws[t]->dtype, ws[t]->cols, ws[t]->rows, ws[t]->data, dst);
             else
                 memcpy(dst, ws[t]->data, (size_t)x->t[t].size);
-            /* the mapping's pages are not needed any more (they stay in the page cache) */
-            const uintptr_t a0 = clb_align_up((uintptr_t)ws[t]->data, CLB_STORE_PAGE);
-            const uintptr_t a1 = ((uintptr_t)ws[t]->data + x->t[t].size) & ~(uintptr_t)(CLB_STORE_PAGE - 1);
-            if (a1 > a0) madvise((void *)a0, a1 - a0, MADV_DONTNEED);
+            clb_release_pages(ws[t]->data, x->t[t].size); /* the mapping's pages are not needed any more */
             ws[t]->data = dst;
             ws[t]->packed_rows = x->t[t].packed_rows;
             ws[t]->interleaved = x->t[t].packed_rows > 0;
@@ -228,19 +225,15 @@ static int setup_packing(clb_expert_store *s, const clb_kernels *k, bool interle
         if (!x->present) continue;
         const clb_weight *ws[3] = {&x->w.gate, &x->w.up, &x->w.down};
         for (int t = 0; t < 3; t++) {
-            const clb_weight *w = ws[t];
-            if (!clb_kernels_packs(k, w->dtype) || !clb_pack_layout_known(w->dtype, w->cols) || w->rows < CLB_PACK_ROWS)
-                continue;
-            x->t[t].packed_rows = w->rows / CLB_PACK_ROWS * CLB_PACK_ROWS;
-            any = true;
+            x->t[t].packed_rows = clb_kernels_pack_rows(k, ws[t]->dtype, ws[t]->cols, ws[t]->rows);
+            any |= x->t[t].packed_rows > 0;
         }
         if (clb_st_packs(x))
             for (int t = 0; t < 3; t++) copy += clb_align_up(x->t[t].size, 64);
     }
     s->packed = any;
     if (!any || s->bounded) return COLIBRI_OK; /* bounded: set_pool_pointers passes packed_rows on */
-    const uint64_t avail = interleave ? clb_mem_available() : 0;
-    if (copy > avail || avail - copy < ((uint64_t)512 << 20)) { /* row-major from the mapping */
+    if (!interleave || !clb_copy_fits(copy)) { /* row-major from the mapping */
         for (size_t i = 0; i < (size_t)s->n_layer * (size_t)s->n_expert; i++) {
             clb_st_expert *x = &s->ex[i];
             clb_weight *ws[3] = {&x->w.gate, &x->w.up, &x->w.down};

@@ -117,7 +117,7 @@ int clb_mem_init(colibri_engine_t *e, const char *model_path, const colibri_para
                        (unsigned long long)p->mem_budget);
     }
     if (pool == 0 && p->direct_io) pool = CLB_DEFAULT_POOL_BYTES; /* O_DIRECT needs a pool */
-    const char *g = getenv("COLIBRI_GUARD"), *pk = getenv("COLIBRI_PACK");
+    const char *g = getenv("COLIBRI_GUARD");
     clb_store_cfg cfg = {
         .pool_bytes = pool,
         .policy = p->cache_policy,
@@ -125,10 +125,8 @@ int clb_mem_init(colibri_engine_t *e, const char *model_path, const colibri_para
         .direct_io = p->direct_io != 0,
         .io_threads = p->io_threads > 0 ? p->io_threads : CLB_DEFAULT_IO_THREADS,
         .guard = g && *g && strcmp(g, "0") != 0,
-        /* COLIBRI_PACK=0: the per-row kernels (other arithmetic, for A/B measurements);
-           =rows: the packed kernels on the row-major bytes, no interleaved copies */
-        .pack = pk && strcmp(pk, "0") == 0 ? NULL : e->k,
-        .interleave = !(pk && strcmp(pk, "rows") == 0),
+        .pack = e->pack_k,
+        .interleave = e->pack_interleave,
     };
     char *usage = NULL;
     if (p->usage_stats) {

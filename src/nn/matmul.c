@@ -43,9 +43,10 @@ const uint8_t *clb_mm_convert(const clb_mm_ctx *c, void *dst, int dtype, int64_t
     }
     uint64_t rb = clb_mm_convert_stride(dtype, cols);
     uint8_t *q = dst;
+    const bool extras = vt == CLB_DT_Q8_0 && clb_kernels_packs(c->k, dtype); /* read by packed kernels only */
     for (int t = 0; t < n; t++) {
         c->k->quantize[vt](x + (int64_t)t * x_stride, q + (uint64_t)t * rb, cols);
-        if (vt == CLB_DT_Q8_0) clb_q8_fill_extras(q + (uint64_t)t * rb, cols);
+        if (extras) clb_q8_fill_extras(q + (uint64_t)t * rb, cols);
     }
     *stride = rb;
     return q;
