@@ -406,6 +406,54 @@ static void quantize_q8_0(const float *src, void *dst, int64_t n) {
     }
 }
 
+/* Q8_K as quant.c's clb_quant_q8_k, bit for bit: the first element of largest magnitude
+   sets the scale (-127 / max), rintf (half to even) rounding, clamp to [-128, 127] with NaN
+   -> -128, bsums of 16. */
+static void quantize_q8_k(const float *src, void *dst, int64_t n) {
+    clb_block_q8_k *y = dst;
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (int64_t i = 0; i < n / CLB_QK_K; i++, src += CLB_QK_K) {
+        __m256 m = _mm256_setzero_ps();
+        for (int j = 0; j < CLB_QK_K; j += 8) /* max(|x|, m) keeps m where |x| is NaN */
+            m = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(src + j)), m);
+        const float amax = hmax_ps(m);
+        if (amax == 0.0f) {
+            memset(&y[i], 0, sizeof(y[i]));
+            continue;
+        }
+        const __m256 va = _mm256_set1_ps(amax);
+        int first = 0;
+        for (int j = 0; j < CLB_QK_K; j += 8) {
+            const int hit = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(src + j)), va, _CMP_EQ_OQ));
+            if (hit) {
+                first = j + __builtin_ctz((unsigned)hit);
+                break;
+            }
+        }
+        const float iscale = -127.0f / src[first];
+        const __m256 mul = _mm256_set1_ps(iscale), lo = _mm256_set1_ps(-128.0f), hi = _mm256_set1_ps(127.0f);
+        for (int j = 0; j < CLB_QK_K; j += 32) {
+            __m256i q[4];
+            for (int u = 0; u < 4; u++) {
+                __m256 r = _mm256_round_ps(_mm256_mul_ps(mul, _mm256_loadu_ps(src + j + 8 * u)),
+                                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+                r = _mm256_min_ps(_mm256_max_ps(r, lo), hi);
+                q[u] = _mm256_cvtps_epi32(r);
+            }
+            __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+            p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+            _mm256_storeu_si256((__m256i *)(y[i].qs + j), p);
+        }
+        const __m128i bias = _mm_set1_epi8((char)0x80);
+        for (int j = 0; j < 16; j++) { /* sum of 16 int8 = sum of the biased bytes - 16 * 128 */
+            const __m128i v = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(y[i].qs + 16 * j)), bias);
+            const __m128i sad = _mm_sad_epu8(v, _mm_setzero_si128());
+            y[i].bsums[j] = (int16_t)(_mm_cvtsi128_si32(sad) + _mm_extract_epi16(sad, 4) - 2048);
+        }
+        y[i].d = 1 / iscale;
+    }
+}
+
 /* ---- blocked dot products: nr weight rows x nt activation rows (see kernels_impl.h) --- *
  * A tile keeps R x T float accumulators in registers; each weight block is unpacked once
  * per tile and each activation block loaded once per tile. Unsigned x signed byte dot
@@ -612,6 +660,7 @@ void clb_kernels_fill_avx2(clb_kernels *k) {
     k->vec_dot[CLB_DT_Q6_K] = vec_dot_q6_k;
     k->vec_dot[CLB_DT_IQ4_XS] = vec_dot_iq4_xs;
     k->quantize[CLB_DT_Q8_0] = quantize_q8_0;
+    k->quantize[CLB_DT_Q8_K] = quantize_q8_k;
     /* Q4_0, Q8_0, Q4_K: the blocked kernels (clb_kernels_fill_avx2_mdot) */
 }
 

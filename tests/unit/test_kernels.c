@@ -214,6 +214,14 @@ static void test_simd_quantize(void **state) {
                     f[40] = -127.0f;
                 }
                 if (n >= 96) for (int64_t i = 64; i < 96; i++) f[i] = rnd_f() * 1e-30f; /* tiny */
+                if (n >= 512) { /* second Q8_K block: -127 first of two largest magnitudes -> scale 1 */
+                    for (int64_t i = 256; i < 512; i++) f[i] = rnd_f() * 100.0f;
+                    f[260] = -127.0f;
+                    f[261] = 127.0f;
+                    f[262] = 2.5f;  /* ties: half to even in Q8_K */
+                    f[263] = -3.5f;
+                    f[264] = 0.5f;
+                }
                 memset(q1, 0x11, rb);
                 memset(q2, 0x22, rb);
                 k->quantize[a](f, q1, n);
