@@ -1,9 +1,11 @@
 /* threadpool.c — persistent workers woken by a generation counter.
  *
  * A run publishes (fn, ctx), bumps `gen` and wakes the workers; each worker runs its share
- * and decrements `pending`. Waiting spins for a bounded number of iterations first (the
- * next layer's work usually arrives within microseconds during decoding), then sleeps on
- * a condition variable, so idle engines do not burn CPU.
+ * and decrements `pending`. Waiting spins for a bounded time first, SPIN_NS (the next
+ * layer's work usually arrives within microseconds during decoding; on a virtual machine
+ * whose vCPUs the host deschedules for a millisecond at a time, a shorter spin put workers
+ * to sleep mid-token and the wake-up then cost 50-400 us), then sleeps on a condition
+ * variable, so idle engines do not burn CPU.
  *
  * The mutex and the condition variables are only touched when somebody actually sleeps:
  * a sleeper announces itself in `sleepers` (or `main_sleeping`) before its final check,
@@ -25,7 +27,18 @@
 #define CPU_RELAX() ((void)0)
 #endif
 
-enum { SPIN_ITERS = 20000 };
+/* spin at most SPIN_NS, reading the clock every SPIN_CHECK pauses */
+enum { SPIN_CHECK = 64 };
+static const double SPIN_NS = 3e6;
+
+/* true while a spin that began at *t0 (0: not begun) may go on */
+static inline bool spin_on(int *spins, double *t0) {
+    CPU_RELAX();
+    if (++*spins % SPIN_CHECK) return true;
+    const double t = clb_now();
+    if (*t0 == 0) *t0 = t;
+    return (t - *t0) * 1e9 < SPIN_NS;
+}
 
 struct worker {
     struct clb_pool *pool;
@@ -54,12 +67,10 @@ static void *worker_main(void *arg) {
     for (;;) {
         unsigned g;
         int spins = 0;
+        double t0 = 0;
         while ((g = atomic_load_explicit(&p->gen, memory_order_acquire)) == seen &&
                !atomic_load(&p->stop)) {
-            if (++spins < SPIN_ITERS) {
-                CPU_RELAX();
-                continue;
-            }
+            if (spin_on(&spins, &t0)) continue;
             pthread_mutex_lock(&p->mu);
             atomic_fetch_add(&p->sleepers, 1);
             while (atomic_load(&p->gen) == seen && !atomic_load(&p->stop))
@@ -67,6 +78,7 @@ static void *worker_main(void *arg) {
             atomic_fetch_sub(&p->sleepers, 1);
             pthread_mutex_unlock(&p->mu);
             spins = 0;
+            t0 = 0;
         }
         if (atomic_load(&p->stop)) return NULL;
         seen = g;
@@ -136,11 +148,9 @@ void clb_pool_run(clb_pool *p, clb_task_fn fn, void *ctx) {
     }
     fn(ctx, 0, p->n);
     int spins = 0;
+    double t0 = 0;
     while (atomic_load_explicit(&p->pending, memory_order_acquire) > 0) {
-        if (++spins < SPIN_ITERS) {
-            CPU_RELAX();
-            continue;
-        }
+        if (spin_on(&spins, &t0)) continue;
         pthread_mutex_lock(&p->mu);
         atomic_store(&p->main_sleeping, 1);
         while (atomic_load(&p->pending) > 0) pthread_cond_wait(&p->done, &p->mu);
