@@ -22,8 +22,18 @@ static void help(void) {
          "                the greedy continuation: routing then varies from token to token\n"
          "  --json        one JSON object on stdout: prefill_tok_s, decode_tok_s, decode_p50_ms,\n"
          "                decode_p99_ms, peak_rss_bytes, ... and for the decode phase the expert\n"
-         "                hit_rate, bytes_read_per_token, lookahead_recall, stall_s_per_token\n"
+         "                hit_rate, bytes_read_per_token, lookahead_recall, stall_s_per_token, and\n"
+         "                sched_us_per_moe_layer (mean) and _p50 (median over decoded tokens): the\n"
+         "                time from a MoE layer's router output to its expert kernels running on\n"
+         "                every thread, both expert dispatches, waits for expert reads excluded\n"
          MEM_OPTS_HELP);
+}
+
+/* The scheduler figures so far: its time less the waits for expert reads, MoE layer runs. */
+static void sched_read(colibri_engine_t *e, colibri_stats_t *buf, double *sched, double *runs) {
+    *buf = colibri_get_stats(e);
+    *sched = buf->time_moe_sched_s - buf->expert_stall_s_total;
+    *runs = (double)buf->moe_layer_runs;
 }
 
 static int cmp_d(const void *a, const void *b) {
@@ -86,7 +96,10 @@ int cmd_bench(int argc, char **argv) {
     int32_t *prompt = malloc(sizeof(int32_t) * (size_t)np);
     double *lat = malloc(sizeof(double) * (size_t)(nn * reps));
     double *pre = malloc(sizeof(double) * (size_t)reps), *dec = malloc(sizeof(double) * (size_t)reps);
-    if (!prompt || !lat || !pre || !dec) {
+    double *sch = malloc(sizeof(double) * (size_t)(nn * reps)); /* scheduler us per MoE layer, per token */
+    colibri_stats_t *sbuf = malloc(sizeof *sbuf);
+    if (!prompt || !lat || !pre || !dec || !sch || !sbuf) {
+        free(prompt), free(lat), free(pre), free(dec), free(sch), free(sbuf);
         colibri_free(e);
         return cli_fail("out of memory");
     }
@@ -95,7 +108,7 @@ int cmd_bench(int argc, char **argv) {
         x ^= x << 13, x ^= x >> 7, x ^= x << 17;
         prompt[i] = (int32_t)(x % (uint64_t)V);
     }
-    int rc = 0, nl = 0;
+    int rc = 0, nl = 0, ns = 0;
     mem_acc macc = {0}; /* expert store figures of the decode phases */
     for (long r = 0; r < reps && !rc; r++) {
         colibri_reset(e);
@@ -109,20 +122,26 @@ int cmd_bench(int argc, char **argv) {
         pre[r] = (double)np / (t1 - t0);
         next = prompt[np - 1];
         mem_acc_phase(e, &macc, -1);
-        double d0 = cli_now();
+        double s0, r0, s1, r1, dsum = 0;
+        sched_read(e, sbuf, &s0, &r0);
         for (long i = 0; i < nn; i++) {
-            double s = cli_now();
             if (rand_dec) {
                 x ^= x << 13, x ^= x >> 7, x ^= x << 17;
                 next = (int32_t)(x % (uint64_t)V);
             }
+            double s = cli_now();
             if (colibri_forward(e, next, NULL, &next)) {
                 rc = cli_fail("%s", colibri_last_error());
                 break;
             }
-            lat[nl++] = (cli_now() - s) * 1e3;
+            const double dt = cli_now() - s;
+            dsum += dt;
+            lat[nl++] = dt * 1e3;
+            sched_read(e, sbuf, &s1, &r1); /* outside the timed call */
+            if (r1 > r0) sch[ns++] = (s1 - s0) / (r1 - r0) * 1e6;
+            s0 = s1, r0 = r1;
         }
-        dec[r] = (double)nn / (cli_now() - d0);
+        dec[r] = (double)nn / dsum;
         mem_acc_phase(e, &macc, +1);
     }
     if (!rc) {
@@ -130,21 +149,28 @@ int cmd_bench(int argc, char **argv) {
         double pre_m = pct(pre, (int)reps, 0.5), dec_m = pct(dec, (int)reps, 0.5);
         double p50 = pct(lat, nl, 0.5), p99 = pct(lat, nl, 0.99);
         const double ntok = (double)nn * (double)reps, acq = macc.hits + macc.misses;
+        const double sched_us = macc.moe_runs > 0 ? (macc.sched - macc.stall) / macc.moe_runs * 1e6 : 0;
+        const double sched_p50 = ns > 0 ? pct(sch, ns, 0.5) : 0;
         const double hit = acq > 0 ? macc.hits / acq : 0, recall = macc.la_true > 0 ? macc.la_hit / macc.la_true : 0;
         if (json) {
             printf("{\"model\":\"%s\",\"n_prompt\":%ld,\"n_decode\":%ld,\"reps\":%ld,\"prefill_tok_s\":%.3f,"
                    "\"decode_tok_s\":%.3f,\"decode_p50_ms\":%.4f,\"decode_p99_ms\":%.4f,\"peak_rss_bytes\":%llu,"
                    "\"expert_pool_slots\":%d,\"expert_pool_bytes\":%llu,\"mem_accounted_bytes\":%llu,"
                    "\"hit_rate\":%.4f,\"bytes_read_per_token\":%.0f,\"lookahead_recall\":%.4f,"
-                   "\"stall_s_per_token\":%.5f,\"prefetch_issued\":%.0f,\"prefetch_used\":%.0f}\n",
+                   "\"stall_s_per_token\":%.5f,\"prefetch_issued\":%.0f,\"prefetch_used\":%.0f,"
+                   "\"sched_us_per_moe_layer\":%.2f,\"sched_us_per_moe_layer_p50\":%.2f}\n",
                    model, np, nn, reps, pre_m, dec_m, p50, p99, (unsigned long long)st.peak_rss_bytes,
                    st.expert_pool_slots, (unsigned long long)st.expert_pool_bytes,
                    (unsigned long long)st.mem_accounted_bytes, hit, macc.bytes / ntok, recall, macc.stall / ntok,
-                   macc.pf_issued, macc.pf_used);
+                   macc.pf_issued, macc.pf_used, sched_us, sched_p50);
         } else {
             printf("model:   %s\nprefill: %ld tokens, %.2f tok/s (median of %ld)\ndecode:  %ld tokens, %.2f tok/s "
                    "(median), per token p50 %.3f ms, p99 %.3f ms\npeak RSS: %.1f MiB\n",
                    model, np, pre_m, reps, nn, dec_m, p50, p99, st.peak_rss_bytes / 1048576.0);
+            if (macc.moe_runs > 0)
+                printf("scheduler: %.1f us per MoE layer at decode, median over tokens %.1f us (router output "
+                       "to expert kernels running)\n",
+                       sched_us, sched_p50);
             if (st.expert_pool_slots > 0)
                 printf("experts: pool %d slots (%.1f MiB); decode hit rate %.1f%%, %.1f MiB read/token, "
                        "stall %.1f ms/token, lookahead recall %.1f%%\n",
@@ -153,6 +179,8 @@ int cmd_bench(int argc, char **argv) {
         }
     }
     free(prompt);
+    free(sch);
+    free(sbuf);
     free(lat);
     free(pre);
     free(dec);

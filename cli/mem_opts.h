@@ -54,6 +54,7 @@ static inline int mem_opts_parse(colibri_params *p, int argc, char **argv, int *
 /* Expert-store figures over a phase: call with sign -1 before it and +1 after. */
 typedef struct mem_acc {
     double hits, misses, bytes, stall, la_hit, la_true, pf_issued, pf_used;
+    double sched, moe_runs; /* scheduler time (incl. stalls) and MoE layer evaluations */
 } mem_acc;
 
 static inline void mem_acc_phase(colibri_engine_t *e, mem_acc *a, double sign) {
@@ -68,6 +69,8 @@ static inline void mem_acc_phase(colibri_engine_t *e, mem_acc *a, double sign) {
     a->la_true += sign * (double)s->lookahead_true;
     a->pf_issued += sign * (double)s->prefetch_issued;
     a->pf_used += sign * (double)s->prefetch_used;
+    a->sched += sign * s->time_moe_sched_s;
+    a->moe_runs += sign * (double)s->moe_layer_runs;
     free(s);
 }
 

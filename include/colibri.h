@@ -64,6 +64,12 @@ typedef struct colibri_stats {
     double time_attention_s;    /* of both: attention (projections, rope, softmax, KV) */
     double time_moe_s;          /* of both: router + expert FFNs (+ dense FFN layers) */
     double time_head_s;         /* of both: final norm + LM head */
+    /* of time_moe_s: the scheduler — from a MoE layer's router output to every thread
+       running its expert kernels, and from the gate/up dispatch's end to every thread in the
+       down projections (grouping, acquiring, gathering and converting inputs, waking the
+       threads). Includes waits for expert reads (expert_stall_s) in the bounded mode. */
+    double time_moe_sched_s;
+    uint64_t moe_layer_runs;    /* MoE layer evaluations (one per layer per batch) */
     uint64_t peak_rss_bytes;    /* the process's peak resident set, from the OS */
     int32_t n_layers;           /* layers described below (at most COLIBRI_STATS_MAX_LAYERS) */
     int32_t n_experts;          /* routed experts per layer (at most COLIBRI_STATS_MAX_EXPERTS) */

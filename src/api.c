@@ -105,7 +105,10 @@ static void carve(colibri_engine_t *e) {
     e->e_count = clb_arena_take(a, ne * sizeof(int));
     e->e_start = clb_arena_take(a, (ne + 1) * sizeof(int));
     e->e_w = clb_arena_take(a, ne * sizeof(*e->e_w));
-    e->jobs = clb_arena_take(a, 2 * ne * sizeof(*e->jobs));
+    e->jobs = clb_arena_take(a, ne * sizeof(*e->jobs));
+    e->jobs_d = clb_arena_take(a, ne * sizeof(*e->jobs_d));
+    e->e_idx = clb_arena_take(a, ne * sizeof(int));
+    e->t_enter = clb_arena_take(a, (size_t)CLB_MAX(e->n_threads, 1) * sizeof(double));
     e->xe = clb_arena_take(a, CLB_MAX(BK, B) * E * F);
     e->logits = clb_arena_take(a, B * (size_t)hp->n_vocab * F);
     e->la_logits = clb_arena_take(a, B * ne * F); /* router lookahead */
@@ -114,7 +117,14 @@ static void carve(colibri_engine_t *e) {
     e->e_take = clb_arena_take(a, ne);
     e->la_w = clb_arena_take(a, B * ne * F);
     size_t maxc = CLB_MAX(CLB_MAX(E, od), CLB_MAX(ff, (size_t)CLB_MAX(hp->q_lora_rank, hp->kv_lora_rank)));
-    e->mm.qbuf_bytes = clb_matmul_qbuf_bytes((int64_t)maxc, (int64_t)CLB_MAX(BK, B));
+    /* qbuf: any single product (B or BK rows); a SwiGLU feed-forward (clb_ffn_swiglu); the
+       routed experts (engine.c moe): every token once per activation format (at most 4: Q8_0
+       with and without the packed kernels' extras, Q8_1, Q8_K), each expert's gathered rows
+       (twice when a gate and its up projection differ in format), then their hidden rows */
+    const uint64_t q_moe = clb_matmul_qbuf_bytes((int64_t)E, 4 * (int64_t)B + 2 * (int64_t)BK) +
+                           clb_matmul_qbuf_bytes((int64_t)ff, (int64_t)BK);
+    e->mm.qbuf_bytes = CLB_MAX(CLB_MAX(clb_matmul_qbuf_bytes((int64_t)maxc, (int64_t)CLB_MAX(BK, B)), q_moe),
+                               clb_ffn_swiglu_qbuf_bytes((int64_t)E, (int64_t)ff, (int64_t)B));
     e->mm.qbuf = clb_arena_take(a, e->mm.qbuf_bytes);
 }
 

@@ -163,10 +163,8 @@ static void attention(colibri_engine_t *e, const clb_layer *L, int l, int n) {
 /* y[t] = down(silu(gate x[t]) * up x[t]) for n rows of x; widths from the weights. */
 static void swiglu(colibri_engine_t *e, const clb_weight *g, const clb_weight *u, const clb_weight *d,
                    const float *x, int n, float *y) {
-    const int64_t E = e->hp->n_embd, ff = g->rows;
-    clb_matmul2(&e->mm, g, u, x, E, n, e->ff_g, e->ff_u, ff);
-    clb_silu_mul(e->ff_g, e->ff_u, (int64_t)n * ff);
-    clb_matmul(&e->mm, d, e->ff_g, ff, n, y, E);
+    const int64_t E = e->hp->n_embd;
+    clb_ffn_swiglu(&e->mm, g, u, d, x, E, n, e->ff_g, e->ff_u, y, E);
 }
 
 /* ---- expert memory hierarchy (docs/MEMORY.md): batch union + router lookahead ---- */
@@ -208,6 +206,52 @@ static void moe_prefetch(colibri_engine_t *e, int l, int n) {
     e->la_layer = nl;
 }
 
+/* One expert dispatch, timed: adds to the scheduling time the span from *t_mark (router
+   output, or the end of the previous dispatch) to the moment the last thread began its
+   share, then moves *t_mark to the end of this dispatch. */
+static void sched_dispatch(colibri_engine_t *e, double *t_mark, const clb_mm_job *jobs, int nj) {
+    const int nt = clb_pool_size(e->pool);
+    for (int i = 0; i < nt; i++) e->t_enter[i] = -1;
+    clb_matmul_jobs(&e->mm, jobs, nj, e->t_enter);
+    double last = -1;
+    for (int i = 0; i < nt; i++) last = CLB_MAX(last, e->t_enter[i]);
+    if (last > *t_mark) e->stats.time_moe_sched_s += last - *t_mark;
+    *t_mark = clb_now();
+}
+
+/* The input rows of assignments [a0, a0 + cnt) of an expert whose weight has dtype `dtype`,
+   in that weight's activation format. Each of the n tokens is converted once per format
+   and group (e->tq), at *q; an expert with one token reads that row in place, one with
+   several gets its rows gathered after it. Conversion is per row, so the bytes are the same
+   whichever way a row is reached. */
+static const uint8_t *expert_input(colibri_engine_t *e, int dtype, int n, int a0, int cnt, uint8_t **q,
+                                   uint64_t *stride) {
+    const int64_t E = e->hp->n_embd;
+    if (clb_type(dtype)->vec_dot_type == CLB_DT_F32) {
+        *stride = (uint64_t)E * sizeof(float);
+        if (cnt == 1) return (const uint8_t *)(e->xn + (int64_t)e->e_tok[a0] * E);
+        for (int i = 0; i < cnt; i++)
+            memcpy(e->xe + (a0 + i) * E, e->xn + (int64_t)e->e_tok[a0 + i] * E, sizeof(float) * (size_t)E);
+        return (const uint8_t *)(e->xe + a0 * E);
+    }
+    const int fmt = clb_mm_act_format(&e->mm, dtype);
+    int f = 0;
+    while (f < e->n_tq && e->tq[f].fmt != fmt) f++;
+    if (f == e->n_tq) { /* at most one entry per activation format */
+        e->tq[f].fmt = fmt;
+        e->tq[f].rows = clb_mm_convert(&e->mm, *q, dtype, E, e->xn, E, n, &e->tq[f].stride);
+        *q += e->tq[f].stride * (uint64_t)n;
+        e->n_tq++;
+    }
+    const uint64_t rb = e->tq[f].stride;
+    *stride = rb;
+    if (cnt == 1) return e->tq[f].rows + rb * (uint64_t)e->e_tok[a0];
+    uint8_t *dst = *q;
+    for (int i = 0; i < cnt; i++) memcpy(dst + rb * (uint64_t)i, e->tq[f].rows + rb * (uint64_t)e->e_tok[a0 + i], rb);
+    *q += rb * (uint64_t)cnt;
+    return dst;
+}
+
 /* Routed experts for a batch: route every token, group the (token, slot) assignments by
    expert, then run the gate and up projections of every selected expert in one parallel
    dispatch, SwiGLU, and every down projection in a second one. Each expert's weights
@@ -225,6 +269,8 @@ static int moe(colibri_engine_t *e, const clb_layer *L, int l, int n) {
         e->tok_k[t] = clb_route(&rc, e->r_logits + (int64_t)t * ne, e->r_scratch, e->sel + t * kc, e->sel_w + t * kc);
         for (int s = 0; s < e->tok_k[t]; s++) e->e_count[e->sel[t * kc + s]]++;
     }
+    double t_mark = clb_now(); /* router output: scheduling time starts */
+    e->stats.moe_layer_runs++;
     /* 2. assignments grouped by expert */
     e->e_start[0] = 0;
     for (int x = 0; x < ne; x++) e->e_start[x + 1] = e->e_start[x] + e->e_count[x];
@@ -253,45 +299,45 @@ static int moe(colibri_engine_t *e, const clb_layer *L, int l, int n) {
     /* 3. acquire the selected experts, gather and convert their inputs */
     int nj = 0;
     uint8_t *q = e->mm.qbuf;
+    e->n_tq = 0;
     for (int x = g0; x < g1 && !st; x++) {
         const int cnt = e->e_count[x], a0 = e->e_start[x];
         if (e->e_take[x] != 1) continue;
         if (l < COLIBRI_STATS_MAX_LAYERS) e->stats.expert_counts[l][x] += (uint32_t)cnt;
         if ((st = clb_store_acquire(e->model->store, l, x, &e->e_w[x]))) break;
-        for (int i = 0; i < cnt; i++)
-            memcpy(e->xe + (a0 + i) * E, e->xn + (int64_t)e->e_tok[a0 + i] * E, sizeof(float) * (size_t)E);
         const clb_expert_w *w = e->e_w[x];
-        uint64_t stride;
-        const uint8_t *xq = clb_mm_convert(&e->mm, q, w->gate.dtype, E, e->xe + a0 * E, E, cnt, &stride);
-        if (xq == q) q += stride * (uint64_t)cnt;
-        e->jobs[nj++] = (clb_mm_job){&w->gate, xq, stride, cnt, e->ff_g + a0 * ff, ff};
-        uint64_t stride_u = stride;
-        const uint8_t *xu = xq;
-        if (clb_type(w->up.dtype)->vec_dot_type != clb_type(w->gate.dtype)->vec_dot_type) {
-            xu = clb_mm_convert(&e->mm, q, w->up.dtype, E, e->xe + a0 * E, E, cnt, &stride_u);
-            if (xu == q) q += stride_u * (uint64_t)cnt;
-        }
-        e->jobs[nj++] = (clb_mm_job){&w->up, xu, stride_u, cnt, e->ff_u + a0 * ff, ff};
+        uint64_t stride, stride_u;
+        const uint8_t *xq = expert_input(e, w->gate.dtype, n, a0, cnt, &q, &stride);
+        const uint8_t *xu = expert_input(e, w->up.dtype, n, a0, cnt, &q, &stride_u);
+        e->e_idx[nj] = x;
+        e->jobs[nj++] = (clb_mm_job){.w = &w->gate, .xq = xq, .xq_stride = stride, .n_tok = cnt,
+                                     .y = e->ff_g + a0 * ff, .y_stride = ff, .up = &w->up, .xq_up = xu,
+                                     .xq_up_stride = stride_u, .y_up = e->ff_u + a0 * ff};
     }
     if (!st) {
-        clb_matmul_jobs(&e->mm, e->jobs, nj);
-        for (int x = g0; x < g1; x++)
-            if (e->e_take[x] == 1)
-                clb_silu_mul(e->ff_g + (int64_t)e->e_start[x] * ff, e->ff_u + (int64_t)e->e_start[x] * ff,
-                             (int64_t)e->e_count[x] * ff);
-        /* 4. the down projections, into xe (the inputs are consumed) */
-        nj = 0;
-        q = e->mm.qbuf;
-        for (int x = g0; x < g1; x++) {
-            const int cnt = e->e_count[x], a0 = e->e_start[x];
-            if (e->e_take[x] != 1) continue;
-            const clb_weight *d = &e->e_w[x]->down;
-            uint64_t stride;
-            const uint8_t *hq = clb_mm_convert(&e->mm, q, d->dtype, ff, e->ff_g + a0 * ff, ff, cnt, &stride);
-            if (hq == q) q += stride * (uint64_t)cnt;
-            e->jobs[nj++] = (clb_mm_job){d, hq, stride, cnt, e->xe + a0 * E, E};
+        /* the hidden rows' conversion for the down projections happens in the first dispatch,
+           after the inputs in qbuf (f32 down weights read ff_g itself) */
+        for (int i = 0; i < nj; i++) {
+            const clb_weight *d = &e->e_w[e->e_idx[i]]->down;
+            const int a0 = e->e_start[e->e_idx[i]], cnt = e->e_count[e->e_idx[i]];
+            clb_mm_job *jb = &e->jobs[i];
+            e->jobs_d[i] = (clb_mm_job){.w = d, .n_tok = cnt, .y = e->xe + a0 * E, .y_stride = E};
+            if (clb_type(d->dtype)->vec_dot_type == CLB_DT_F32) {
+                e->jobs_d[i].xq = (const uint8_t *)(e->ff_g + a0 * ff);
+                e->jobs_d[i].xq_stride = (uint64_t)ff * sizeof(float);
+                continue;
+            }
+            jb->h_dtype = d->dtype;
+            jb->hq = q;
+            jb->hq_stride = clb_mm_convert_stride(d->dtype, ff);
+            q += jb->hq_stride * (uint64_t)cnt;
+            e->jobs_d[i].xq = jb->hq;
+            e->jobs_d[i].xq_stride = jb->hq_stride;
         }
-        clb_matmul_jobs(&e->mm, e->jobs, nj);
+        /* gate and up projections with SwiGLU fused, all experts in one dispatch; then every
+           down projection, into xe (the inputs are consumed) */
+        sched_dispatch(e, &t_mark, e->jobs, nj);
+        sched_dispatch(e, &t_mark, e->jobs_d, nj);
     }
     for (int x = g0; x < g1; x++)
         if (e->e_take[x] == 1) {

@@ -53,7 +53,12 @@ struct colibri_engine {
     int *e_count;    /* [n_expert] */
     int *e_start;    /* [n_expert + 1] first assignment of each expert */
     const clb_expert_w **e_w; /* [n_expert] acquired weights */
-    clb_mm_job *jobs;         /* [2 * n_expert] */
+    clb_mm_job *jobs;         /* [n_expert] gate/up (SwiGLU) jobs of the experts e_idx */
+    clb_mm_job *jobs_d;       /* [n_expert] their down projections */
+    int *e_idx;               /* [n_expert] */
+    struct { int fmt; const uint8_t *rows; uint64_t stride; } tq[4]; /* expert_input conversions */
+    int n_tq;
+    double *t_enter;          /* [n_threads] when each thread began an expert dispatch */
     float *xe;       /* [B * k_cap][n_embd] gathered expert inputs, then outputs */
     float *logits;   /* [B][n_vocab] */
     /* -- expert memory hierarchy: router lookahead (engine.c moe_lookahead) -- */

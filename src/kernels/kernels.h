@@ -121,8 +121,10 @@ void clb_unpack_rows(int dtype, int64_t cols, int64_t packed_rows, void *data, v
 /* Offset of the extras after a Q8_0 activation row of cols, and their bytes. */
 static inline uint64_t clb_q8x_offset(int64_t cols) { return ((uint64_t)(cols / 32) * 34 + 3) & ~(uint64_t)3; }
 static inline uint64_t clb_q8x_bytes(int64_t cols) { return (uint64_t)(cols / 32) * 12; }
-/* Writes the extras of one Q8_0 activation row (after its blocks). */
+/* Writes the extras of one Q8_0 activation row (after its blocks): all of them, or those of
+   blocks [b0, b1). */
 void clb_q8_fill_extras(void *row, int64_t cols);
+void clb_q8_fill_extras_range(void *row, int64_t cols, int64_t b0, int64_t b1);
 
 /* The table for this CPU (selected once, thread-safe). COLIBRI_ISA=generic forces the
    portable kernels. */

@@ -82,11 +82,13 @@ void clb_unpack_rows(int dtype, int64_t cols, int64_t packed_rows, void *data, v
     }
 }
 
-void clb_q8_fill_extras(void *row, int64_t cols) {
+void clb_q8_fill_extras(void *row, int64_t cols) { clb_q8_fill_extras_range(row, cols, 0, cols / CLB_QK); }
+
+void clb_q8_fill_extras_range(void *row, int64_t cols, int64_t b0, int64_t b1) {
     const clb_block_q8_0 *b = row;
     const int64_t nb = cols / CLB_QK;
     uint8_t *ex = (uint8_t *)row + clb_q8x_offset(cols);
-    for (int64_t i = 0; i < nb; i++) {
+    for (int64_t i = b0; i < b1; i++) {
         int32_t s = 0;
         for (int j = 0; j < CLB_QK; j++) s += b[i].qs[j];
         const float d = clb_fp16_to_fp32(b[i].d);

@@ -34,52 +34,81 @@ uint64_t clb_mm_convert_stride(int dtype, int64_t cols) {
     return clb_align_up(rb, 64);
 }
 
+int clb_mm_act_format(const clb_mm_ctx *c, int dtype) {
+    int vt = clb_type(dtype)->vec_dot_type;
+    return 2 * vt + (vt == CLB_DT_Q8_0 && clb_kernels_packs(c->k, dtype));
+}
+
+int64_t clb_mm_act_block(int dtype) { return clb_type(clb_type(dtype)->vec_dot_type)->block_size; }
+
+void clb_mm_convert_range(const clb_mm_ctx *c, uint8_t *dst, int dtype, int64_t cols, const float *x, int64_t e0,
+                          int64_t e1) {
+    const int vd = clb_type(dtype)->vec_dot_type;
+    const clb_type_info *vt = clb_type(vd);
+    const int64_t b0 = e0 / vt->block_size, b1 = e1 / vt->block_size;
+    c->k->quantize[vd](x + e0, dst + (uint64_t)b0 * (uint64_t)vt->block_bytes, e1 - e0);
+    if (clb_mm_act_format(c, dtype) & 1) clb_q8_fill_extras_range(dst, cols, b0, b1); /* packed kernels only */
+}
+
 const uint8_t *clb_mm_convert(const clb_mm_ctx *c, void *dst, int dtype, int64_t cols, const float *x,
                               int64_t x_stride, int n, uint64_t *stride) {
-    int vt = clb_type(dtype)->vec_dot_type;
-    if (vt == CLB_DT_F32) {
+    if (clb_type(dtype)->vec_dot_type == CLB_DT_F32) {
         *stride = (uint64_t)x_stride * sizeof(float);
         return (const uint8_t *)x;
     }
-    uint64_t rb = clb_mm_convert_stride(dtype, cols);
+    const uint64_t rb = clb_mm_convert_stride(dtype, cols);
     uint8_t *q = dst;
-    const bool extras = vt == CLB_DT_Q8_0 && clb_kernels_packs(c->k, dtype); /* read by packed kernels only */
-    for (int t = 0; t < n; t++) {
-        c->k->quantize[vt](x + (int64_t)t * x_stride, q + (uint64_t)t * rb, cols);
-        if (extras) clb_q8_fill_extras(q + (uint64_t)t * rb, cols);
-    }
+    for (int t = 0; t < n; t++) clb_mm_convert_range(c, q + (uint64_t)t * rb, dtype, cols, x + (int64_t)t * x_stride, 0, cols);
     *stride = rb;
     return q;
 }
 
 typedef struct jobs_task {
+    const clb_mm_ctx *c;
     const clb_kernels *k;
     const clb_mm_job *jobs;
     int n_jobs;
-    int64_t total; /* rows of all jobs, each job's rows rounded up to JOB_QUANTUM */
+    int64_t total;   /* rows of all jobs, each job's rows rounded up to the quantum */
+    int64_t quantum; /* JOB_QUANTUM, or the block of a fused conversion when larger */
+    double *t_enter;
 } jobs_task;
+
+static void rows_of(const clb_kernels *k, const clb_weight *w, int64_t r0, int64_t r1, const uint8_t *xq,
+                    uint64_t xq_stride, int n_tok, float *y, int64_t y_stride) {
+    clb_kernels_rows(k, w->dtype, w->cols, r0, r1, w->data, w->row_bytes, w->packed_rows, w->interleaved, xq,
+                     xq_stride, n_tok, y, y_stride);
+}
 
 static void jobs_run(void *arg, int ith, int nth) {
     const jobs_task *t = arg;
+    if (t->t_enter) t->t_enter[ith] = clb_now();
     int64_t lo, hi;
-    clb_split(t->total, ith, nth, JOB_QUANTUM, &lo, &hi);
+    clb_split(t->total, ith, nth, t->quantum, &lo, &hi);
     int64_t base = 0;
     for (int j = 0; j < t->n_jobs && base < hi; j++) {
         const clb_mm_job *jb = &t->jobs[j];
-        const int64_t rows = jb->w->rows, span = (int64_t)clb_align_up((uint64_t)rows, JOB_QUANTUM);
+        const int64_t rows = jb->w->rows, span = (int64_t)clb_align_up((uint64_t)rows, (uint64_t)t->quantum);
         int64_t r0 = lo - base, r1 = hi - base;
         base += span;
         if (r1 <= 0 || r0 >= rows) continue;
         if (r0 < 0) r0 = 0;
         if (r1 > rows) r1 = rows;
-        clb_kernels_rows(t->k, jb->w->dtype, jb->w->cols, r0, r1, jb->w->data, jb->w->row_bytes, jb->w->packed_rows, jb->w->interleaved, jb->xq,
-                         jb->xq_stride, jb->n_tok, jb->y, jb->y_stride);
+        rows_of(t->k, jb->w, r0, r1, jb->xq, jb->xq_stride, jb->n_tok, jb->y, jb->y_stride);
+        if (!jb->up) continue;
+        rows_of(t->k, jb->up, r0, r1, jb->xq_up, jb->xq_up_stride, jb->n_tok, jb->y_up, jb->y_stride);
+        for (int i = 0; i < jb->n_tok; i++) {
+            float *h = jb->y + i * jb->y_stride;
+            clb_silu_mul(h + r0, jb->y_up + i * jb->y_stride + r0, r1 - r0);
+            if (jb->hq) clb_mm_convert_range(t->c, jb->hq + jb->hq_stride * (uint64_t)i, jb->h_dtype, rows, h, r0, r1);
+        }
     }
 }
 
-void clb_matmul_jobs(const clb_mm_ctx *c, const clb_mm_job *jobs, int n_jobs) {
-    jobs_task t = {.k = c->k, .jobs = jobs, .n_jobs = n_jobs};
-    for (int j = 0; j < n_jobs; j++) t.total += (int64_t)clb_align_up((uint64_t)jobs[j].w->rows, JOB_QUANTUM);
+void clb_matmul_jobs(const clb_mm_ctx *c, const clb_mm_job *jobs, int n_jobs, double *t_enter) {
+    jobs_task t = {.c = c, .k = c->k, .jobs = jobs, .n_jobs = n_jobs, .quantum = JOB_QUANTUM, .t_enter = t_enter};
+    for (int j = 0; j < n_jobs; j++) /* block sizes are powers of two: the largest is a multiple of the others */
+        if (jobs[j].hq) t.quantum = CLB_MAX(t.quantum, clb_mm_act_block(jobs[j].h_dtype));
+    for (int j = 0; j < n_jobs; j++) t.total += (int64_t)clb_align_up((uint64_t)jobs[j].w->rows, (uint64_t)t.quantum);
     if (t.total) clb_pool_run(c->pool, jobs_run, &t);
 }
 
@@ -87,7 +116,40 @@ void clb_matmul(const clb_mm_ctx *c, const clb_weight *w, const float *x, int64_
                 int64_t y_stride) {
     clb_mm_job j = {.w = w, .n_tok = n_tok, .y = y, .y_stride = y_stride};
     j.xq = clb_mm_convert(c, c->qbuf, w->dtype, w->cols, x, x_stride, n_tok, &j.xq_stride);
-    clb_matmul_jobs(c, &j, 1);
+    clb_matmul_jobs(c, &j, 1, NULL);
+}
+
+uint64_t clb_ffn_swiglu_qbuf_bytes(int64_t cols, int64_t ff, int64_t n_tok) {
+    return 2 * clb_matmul_qbuf_bytes(cols, n_tok) + clb_matmul_qbuf_bytes(ff, n_tok);
+}
+
+void clb_ffn_swiglu(const clb_mm_ctx *c, const clb_weight *g, const clb_weight *u, const clb_weight *down,
+                    const float *x, int64_t x_stride, int n_tok, float *h, float *h_scratch, float *y,
+                    int64_t y_stride) {
+    const int64_t ff = g->rows;
+    clb_mm_job j = {.w = g, .up = u, .n_tok = n_tok, .y = h, .y_up = h_scratch, .y_stride = ff};
+    uint8_t *q = c->qbuf;
+    j.xq = clb_mm_convert(c, q, g->dtype, g->cols, x, x_stride, n_tok, &j.xq_stride);
+    if (j.xq == q) q += j.xq_stride * (uint64_t)n_tok;
+    j.xq_up = j.xq;
+    j.xq_up_stride = j.xq_stride;
+    if (clb_mm_act_format(c, u->dtype) != clb_mm_act_format(c, g->dtype)) {
+        j.xq_up = clb_mm_convert(c, q, u->dtype, u->cols, x, x_stride, n_tok, &j.xq_up_stride);
+        if (j.xq_up == q) q += j.xq_up_stride * (uint64_t)n_tok;
+    }
+    clb_mm_job d = {.w = down, .n_tok = n_tok, .y = y, .y_stride = y_stride};
+    if (clb_type(down->dtype)->vec_dot_type == CLB_DT_F32) {
+        d.xq = (const uint8_t *)h;
+        d.xq_stride = (uint64_t)ff * sizeof(float);
+    } else {
+        j.h_dtype = down->dtype;
+        j.hq = q;
+        j.hq_stride = clb_mm_convert_stride(down->dtype, ff);
+        d.xq = j.hq;
+        d.xq_stride = j.hq_stride;
+    }
+    clb_matmul_jobs(c, &j, 1, NULL);
+    clb_matmul_jobs(c, &d, 1, NULL);
 }
 
 void clb_matmul2(const clb_mm_ctx *c, const clb_weight *w1, const clb_weight *w2, const float *x,
@@ -102,5 +164,5 @@ void clb_matmul2(const clb_mm_ctx *c, const clb_weight *w1, const clb_weight *w2
     j[0].xq = clb_mm_convert(c, c->qbuf, w1->dtype, w1->cols, x, x_stride, n_tok, &j[0].xq_stride);
     j[1].xq = j[0].xq;
     j[1].xq_stride = j[0].xq_stride;
-    clb_matmul_jobs(c, j, 2);
+    clb_matmul_jobs(c, j, 2, NULL);
 }

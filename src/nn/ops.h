@@ -50,7 +50,13 @@ void clb_matmul2(const clb_mm_ctx *c, const clb_weight *w1, const clb_weight *w2
 
 /* Many products in one parallel dispatch (the routed experts of a layer): the rows of all
    jobs are split over the threads together, so a layer's experts cost one barrier. Each
-   job's activations must already be in its weight's activation format (clb_mm_convert). */
+   job's activations must already be in its weight's activation format (clb_mm_convert).
+   A SwiGLU job also names `up` (same rows as w, its own converted activations): the thread
+   that computes rows [r0, r1) of the gate computes the same rows of the up projection and
+   writes y = silu(gate x) * (up x) there (y_up is its scratch); with hq it also converts
+   those elements of y to the activation format of h_dtype (the down projection's weight),
+   rows hq_stride bytes apart, so the next product needs no serial conversion. In one
+   dispatch either every job is a SwiGLU job or none is. */
 typedef struct clb_mm_job {
     const clb_weight *w;
     const uint8_t *xq;  /* n_tok rows, xq_stride bytes apart */
@@ -58,13 +64,38 @@ typedef struct clb_mm_job {
     int n_tok;
     float *y;           /* [n_tok][y_stride] */
     int64_t y_stride;
+    const clb_weight *up;  /* SwiGLU job: the up projection, else NULL */
+    const uint8_t *xq_up;  /* its activations (may equal xq) */
+    uint64_t xq_up_stride;
+    float *y_up;           /* [n_tok][y_stride] */
+    int h_dtype;           /* with hq: y converted for a weight of this dtype */
+    uint8_t *hq;
+    uint64_t hq_stride;
 } clb_mm_job;
-void clb_matmul_jobs(const clb_mm_ctx *c, const clb_mm_job *jobs, int n_jobs);
+/* t_enter: NULL, or [pool size] times (clb_now) at which each thread began its share. */
+void clb_matmul_jobs(const clb_mm_ctx *c, const clb_mm_job *jobs, int n_jobs, double *t_enter);
+/* A SwiGLU feed-forward, y = down(silu(g x) * (u x)), in two dispatches (the hidden rows
+   converted for `down` inside the first). h, h_scratch: [n_tok][g->rows] floats. */
+void clb_ffn_swiglu(const clb_mm_ctx *c, const clb_weight *g, const clb_weight *u, const clb_weight *down,
+                    const float *x, int64_t x_stride, int n_tok, float *h, float *h_scratch, float *y,
+                    int64_t y_stride);
+/* Bytes of qbuf clb_ffn_swiglu needs for n_tok rows (inputs of cols, hidden of ff). */
+uint64_t clb_ffn_swiglu_qbuf_bytes(int64_t cols, int64_t ff, int64_t n_tok);
 /* Converts n rows of x (x_stride floats apart, cols each) to the activation format of weight
    dtype `dtype` at dst; returns the rows (x itself for f32 activations) and their stride.
    Bytes needed at dst: n * clb_mm_convert_stride(dtype, cols). */
 const uint8_t *clb_mm_convert(const clb_mm_ctx *c, void *dst, int dtype, int64_t cols, const float *x,
                               int64_t x_stride, int n, uint64_t *stride);
 uint64_t clb_mm_convert_stride(int dtype, int64_t cols);
+/* Elements [e0, e1) of one row of cols (both multiples of the format's block size, or e1 =
+   cols), written where clb_mm_convert would put them at dst: pieces converted apart make
+   the same bytes as the whole row. Not for f32 activations. */
+void clb_mm_convert_range(const clb_mm_ctx *c, uint8_t *dst, int dtype, int64_t cols, const float *x, int64_t e0,
+                          int64_t e1);
+/* Elements per block of dtype's activation format (1 for f32). */
+int64_t clb_mm_act_block(int dtype);
+/* Identifies the bytes clb_mm_convert writes for dtype: weights of two dtypes with the same
+   format can share one conversion of their input. */
+int clb_mm_act_format(const clb_mm_ctx *c, int dtype);
 
 #endif

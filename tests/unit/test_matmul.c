@@ -170,6 +170,86 @@ static void test_matmul_deterministic(void **state) {
     }
 }
 
+/* ---- conversions in pieces, the fused SwiGLU feed-forward ---- */
+
+/* clb_mm_convert_range over block-aligned pieces writes the bytes of the whole-row
+   conversion, for every activation format (Q8_0 with and without extras, Q8_1, Q8_K) and
+   every kernel table. */
+static void test_convert_range(void **state) {
+    (void)state;
+    const clb_dtype wts[] = {CLB_DT_Q4_0, CLB_DT_Q5_0, CLB_DT_Q4_1, CLB_DT_Q4_K, CLB_DT_Q6_K};
+    const int64_t cols = 1536;
+    float *x = malloc(sizeof(float) * cols);
+    for (int64_t j = 0; j < cols; j++) x[j] = rnd_f() * (j % 7 == 0 ? 5.0f : 1.0f);
+    int checked = 0;
+    for (size_t i = 0; i < CLB_ARRAY_LEN(isas); i++) {
+        const clb_kernels *k = clb_kernels_by_isa(isas[i]);
+        if (!k) continue;
+        clb_mm_ctx mm = {.k = k};
+        for (size_t d = 0; d < CLB_ARRAY_LEN(wts); d++) {
+            const uint64_t rb = clb_mm_convert_stride(wts[d], cols);
+            uint8_t *whole = calloc(1, rb), *parts = calloc(1, rb);
+            uint64_t st;
+            assert_ptr_equal(clb_mm_convert(&mm, whole, wts[d], cols, x, cols, 1, &st), whole);
+            assert_int_equal(st, rb);
+            const int64_t bs = clb_mm_act_block(wts[d]);
+            for (int64_t e0 = 0; e0 < cols;) { /* pieces of 1, 2, 3, ... blocks */
+                const int64_t e1 = CLB_MIN(cols, e0 + bs * (1 + (e0 / bs) % 3));
+                clb_mm_convert_range(&mm, parts, wts[d], cols, x, e0, e1);
+                e0 = e1;
+            }
+            assert_memory_equal(whole, parts, rb);
+            checked++;
+            free(whole);
+            free(parts);
+        }
+    }
+    assert_true(checked >= 5);
+    free(x);
+}
+
+/* clb_ffn_swiglu (gate and up in one dispatch, SwiGLU and the hidden rows' conversion
+   inside it) equals the three separate products with clb_silu_mul between them, bit for
+   bit, for 1-3 threads and 1 or 5 tokens, with mixed activation formats. */
+static void test_ffn_swiglu(void **state) {
+    (void)state;
+    const clb_dtype combos[][3] = {{CLB_DT_Q4_0, CLB_DT_Q4_0, CLB_DT_Q8_0},
+                                   {CLB_DT_Q4_K, CLB_DT_Q4_K, CLB_DT_Q6_K},
+                                   {CLB_DT_Q4_0, CLB_DT_Q4_K, CLB_DT_Q4_K},
+                                   {CLB_DT_F32, CLB_DT_Q8_0, CLB_DT_F32}};
+    const int64_t E = 512, ff = 768;
+    const clb_kernels *k = clb_kernels_get();
+    float *xf = malloc(sizeof(float) * (size_t)(E * 5));
+    for (int64_t j = 0; j < E * 5; j++) xf[j] = rnd_f() * 2.0f;
+    for (size_t c = 0; c < CLB_ARRAY_LEN(combos); c++) {
+        uint64_t rg, ru, rd;
+        uint8_t *g = make_rows(combos[c][0], E, ff, &rg), *u = make_rows(combos[c][1], E, ff, &ru);
+        uint8_t *dn = make_rows(combos[c][2], ff, E, &rd);
+        clb_weight G = {.data = g, .dtype = combos[c][0], .rows = ff, .cols = E, .row_bytes = rg};
+        clb_weight U = {.data = u, .dtype = combos[c][1], .rows = ff, .cols = E, .row_bytes = ru};
+        clb_weight D = {.data = dn, .dtype = combos[c][2], .rows = E, .cols = ff, .row_bytes = rd};
+        float *h = malloc(sizeof(float) * (size_t)(ff * 5)), *hs = malloc(sizeof(float) * (size_t)(ff * 5));
+        float *ref = malloc(sizeof(float) * (size_t)(E * 5)), *got = malloc(sizeof(float) * (size_t)(E * 5));
+        for (int nth = 1; nth <= 3; nth++)
+            for (int n = 1; n <= 5; n += 4) {
+                clb_pool *p = clb_pool_create(nth);
+                clb_mm_ctx mm = {.pool = p, .k = k, .qbuf_bytes = clb_ffn_swiglu_qbuf_bytes(ff, ff, n)};
+                mm.qbuf = clb_malloc(mm.qbuf_bytes);
+                clb_matmul(&mm, &G, xf, E, n, h, ff);
+                clb_matmul(&mm, &U, xf, E, n, hs, ff);
+                clb_silu_mul(h, hs, (int64_t)n * ff);
+                clb_matmul(&mm, &D, h, ff, n, ref, E);
+                memset(got, 0, sizeof(float) * (size_t)(E * n));
+                clb_ffn_swiglu(&mm, &G, &U, &D, xf, E, n, h, hs, got, E);
+                assert_memory_equal(ref, got, sizeof(float) * (size_t)(E * n));
+                clb_free(mm.qbuf);
+                clb_pool_free(p);
+            }
+        free(g), free(u), free(dn), free(h), free(hs), free(ref), free(got);
+    }
+    free(xf);
+}
+
 /* ---- packed rows ---- */
 
 static const clb_dtype packable[] = {CLB_DT_Q4_0, CLB_DT_Q8_0, CLB_DT_Q4_K};
@@ -312,6 +392,8 @@ int main(void) {
         cmocka_unit_test(test_rows_match_vec_dot),
         cmocka_unit_test(test_vnni_bit_identical),
         cmocka_unit_test(test_matmul_deterministic),
+        cmocka_unit_test(test_convert_range),
+        cmocka_unit_test(test_ffn_swiglu),
         cmocka_unit_test(test_pack_round_trip),
         cmocka_unit_test(test_packed_rows),
         cmocka_unit_test(test_pool_dispatch),
