@@ -1,16 +1,20 @@
 /* matmul.c — parallel matrix products over weight rows (see ops.h).
  *
  * Every product is a list of jobs (a weight, its converted activation rows, an output)
- * run in one parallel dispatch: the rows of all jobs are cut into chunks of JOB_QUANTUM
- * rows and each thread takes a contiguous range of chunks, so every output element is
- * computed by exactly one thread (the result does not depend on the thread count). Inside
- * a thread's share, clb_kernels_rows blocks rows and tokens so each weight block is loaded
- * once per batch. */
+ * run in one parallel dispatch: the rows of all jobs are cut into chunks (multiples of
+ * JOB_QUANTUM rows, about CHUNKS_PER_THREAD per thread) that the threads take from a shared
+ * counter, so every output element is computed by exactly one thread with the same kernel
+ * (the result does not depend on the thread count or on who took which chunk). Inside a
+ * chunk, clb_kernels_rows blocks rows and tokens so each weight block is loaded once per
+ * batch. */
+#include <stdatomic.h>
+
 #include "core/common.h"
 #include "kernels/kernels_impl.h"
 #include "nn/ops.h"
 
 enum { JOB_QUANTUM = 16 }; /* rows per chunk: 16 f32 outputs = one 64-byte cache line */
+enum { CHUNKS_PER_THREAD = 8 }; /* a dispatch is cut into about this many chunks per thread */
 
 uint64_t clb_matmul_qbuf_bytes(int64_t max_cols, int64_t max_tok) {
     int64_t cols = (int64_t)clb_align_up((uint64_t)max_cols, 256);
@@ -70,6 +74,8 @@ typedef struct jobs_task {
     int n_jobs;
     int64_t total;   /* rows of all jobs, each job's rows rounded up to the quantum */
     int64_t quantum; /* JOB_QUANTUM, or the block of a fused conversion when larger */
+    int64_t chunk, n_chunks; /* rows per chunk (a multiple of quantum), how many */
+    atomic_llong next;       /* the next chunk to take */
     double *t_enter;
 } jobs_task;
 
@@ -79,11 +85,8 @@ static void rows_of(const clb_kernels *k, const clb_weight *w, int64_t r0, int64
                      xq_stride, n_tok, y, y_stride);
 }
 
-static void jobs_run(void *arg, int ith, int nth) {
-    const jobs_task *t = arg;
-    if (t->t_enter) t->t_enter[ith] = clb_now();
-    int64_t lo, hi;
-    clb_split(t->total, ith, nth, t->quantum, &lo, &hi);
+/* rows [lo, hi) of the jobs' concatenated row space */
+static void jobs_range(const jobs_task *t, int64_t lo, int64_t hi) {
     int64_t base = 0;
     for (int j = 0; j < t->n_jobs && base < hi; j++) {
         const clb_mm_job *jb = &t->jobs[j];
@@ -104,12 +107,31 @@ static void jobs_run(void *arg, int ith, int nth) {
     }
 }
 
+/* Threads take chunks of rows from a shared counter until none is left, so a thread that
+   runs slower (a descheduled vCPU, a little core) takes fewer of them instead of holding
+   up the others at the barrier. Which thread computes a row never changes its value. */
+static void jobs_run(void *arg, int ith, int nth) {
+    jobs_task *t = arg;
+    (void)nth;
+    if (t->t_enter) t->t_enter[ith] = clb_now();
+    for (;;) {
+        const int64_t c = atomic_fetch_add_explicit(&t->next, 1, memory_order_relaxed);
+        if (c >= t->n_chunks) break;
+        jobs_range(t, c * t->chunk, CLB_MIN(t->total, (c + 1) * t->chunk));
+    }
+}
+
 void clb_matmul_jobs(const clb_mm_ctx *c, const clb_mm_job *jobs, int n_jobs, double *t_enter) {
     jobs_task t = {.c = c, .k = c->k, .jobs = jobs, .n_jobs = n_jobs, .quantum = JOB_QUANTUM, .t_enter = t_enter};
     for (int j = 0; j < n_jobs; j++) /* block sizes are powers of two: the largest is a multiple of the others */
         if (jobs[j].hq) t.quantum = CLB_MAX(t.quantum, clb_mm_act_block(jobs[j].h_dtype));
     for (int j = 0; j < n_jobs; j++) t.total += (int64_t)clb_align_up((uint64_t)jobs[j].w->rows, (uint64_t)t.quantum);
-    if (t.total) clb_pool_run(c->pool, jobs_run, &t);
+    if (!t.total) return;
+    const int64_t nth = clb_pool_size(c->pool), want = nth > 1 ? nth * CHUNKS_PER_THREAD : 1;
+    t.chunk = (int64_t)clb_align_up((uint64_t)((t.total + want - 1) / want), (uint64_t)t.quantum);
+    t.n_chunks = (t.total + t.chunk - 1) / t.chunk;
+    atomic_init(&t.next, 0);
+    clb_pool_run(c->pool, jobs_run, &t);
 }
 
 void clb_matmul(const clb_mm_ctx *c, const clb_weight *w, const float *x, int64_t x_stride, int n_tok, float *y,
