@@ -9,6 +9,7 @@
  * over the batch, and routed experts run once per batch on the tokens that chose them.
  * Every buffer comes from the arena made at init; nothing here allocates. */
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "core/common.h"
@@ -19,12 +20,15 @@
 typedef struct att_task {
     colibri_engine_t *e;
     int layer, n_tok;
+    atomic_llong next; /* the next (token, head) pair to take */
 } att_task;
 
 /* One (token, head) pair at a time: scores over the cached positions, softmax, weighted
-   sum of values. Split over threads by pairs. */
+   sum of values. Threads take pairs from a shared counter (in a causal batch the later
+   tokens' pairs cost more, so fixed ranges left one thread with most of the work). */
 static void attention_run(void *arg, int ith, int nth) {
-    const att_task *t = arg;
+    att_task *t = arg;
+    (void)nth;
     colibri_engine_t *e = t->e;
     const clb_hparams *hp = e->hp;
     const int hd = hp->head_dim, hdv = hp->head_dim_v, nkv = hp->n_head_kv, group = hp->n_head / nkv;
@@ -33,9 +37,8 @@ static void attention_run(void *arg, int ith, int nth) {
     const float *vc = e->v_cache + (int64_t)t->layer * e->max_seq * vstride;
     float scale = hp->attn_mult > 0 ? hp->attn_mult : 1.0f / sqrtf((float)hd);
     float *sc = e->att_scratch + (int64_t)ith * e->max_seq;
-    int64_t lo, hi;
-    clb_split((int64_t)t->n_tok * hp->n_head, ith, nth, 1, &lo, &hi);
-    for (int64_t p = lo; p < hi; p++) {
+    const int64_t n_pairs = (int64_t)t->n_tok * hp->n_head;
+    for (int64_t p; (p = atomic_fetch_add_explicit(&t->next, 1, memory_order_relaxed)) < n_pairs;) {
         int tok = (int)(p / hp->n_head), h = (int)(p % hp->n_head), g = h / group;
         int pos = e->n_past + tok;
         const float *qv = e->q + (int64_t)tok * hp->n_head * hd + (int64_t)h * hd;
@@ -48,11 +51,7 @@ static void attention_run(void *arg, int ith, int nth) {
         clb_softmax(sc, pos + 1);
         float *out = e->att + (int64_t)tok * hp->n_head * hdv + (int64_t)h * hdv;
         memset(out, 0, sizeof(float) * (size_t)hdv);
-        for (int j = 0; j <= pos; j++) {
-            const float *vv = vc + (int64_t)j * vstride + (int64_t)g * hdv;
-            const float a = sc[j];
-            for (int d = 0; d < hdv; d++) out[d] += a * vv[d];
-        }
+        for (int j = 0; j <= pos; j++) e->k->axpy_f32(hdv, sc[j], vc + (int64_t)j * vstride + (int64_t)g * hdv, out);
     }
 }
 
@@ -150,6 +149,7 @@ static void attention(colibri_engine_t *e, const clb_layer *L, int l, int n) {
         memcpy(e->v_cache + ((int64_t)l * e->max_seq + pos) * vd, e->kv_v + t * vd, sizeof(float) * (size_t)vd);
     }
     att_task at = {.e = e, .layer = l, .n_tok = n};
+    atomic_init(&at.next, 0);
     clb_pool_run(e->pool, attention_run, &at);
     const int64_t od = (int64_t)hp->n_head * hp->head_dim_v;
     clb_matmul(&e->mm, &L->wo, e->att, od, n, e->ffn_out, E);

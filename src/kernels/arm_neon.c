@@ -36,6 +36,16 @@ static inline int32x4_t mull_dot16(int32x4_t acc, int8x16_t a, int8x16_t b) {
 
 /* ---- float rows ---------------------------------------------------------------------- */
 
+static void axpy_f32(int64_t n, float a, const float *x, float *y) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        vst1q_f32(y + i, vfmaq_n_f32(vld1q_f32(y + i), vld1q_f32(x + i), a));
+        vst1q_f32(y + i + 4, vfmaq_n_f32(vld1q_f32(y + i + 4), vld1q_f32(x + i + 4), a));
+    }
+    for (; i + 4 <= n; i += 4) vst1q_f32(y + i, vfmaq_n_f32(vld1q_f32(y + i), vld1q_f32(x + i), a));
+    for (; i < n; i++) y[i] += a * x[i];
+}
+
 static void vec_dot_f32(int64_t n, float *out, const void *w, const void *x) {
     const float *a = w, *b = x;
     float32x4_t s0 = vdupq_n_f32(0.0f), s1 = s0, s2 = s0, s3 = s0;
@@ -162,6 +172,7 @@ static inline int32_t sum_i8x32(const int8_t *y) {
 void clb_kernels_fill_neon(clb_kernels *k, bool dotprod) {
     k->isa = dotprod ? "neon+dotprod" : "neon";
     k->vec_dot[CLB_DT_F32] = vec_dot_f32;
+    k->axpy_f32 = axpy_f32;
     k->vec_dot[CLB_DT_F16] = vec_dot_f16;
     k->vec_dot[CLB_DT_BF16] = vec_dot_bf16;
     if (dotprod) fill_dot(k);

@@ -24,6 +24,10 @@ static void vec_dot_f32(int64_t n, float *out, const void *w, const void *x) {
     *out = (float)s;
 }
 
+static void axpy_f32(int64_t n, float a, const float *x, float *y) {
+    for (int64_t i = 0; i < n; i++) y[i] += a * x[i];
+}
+
 static void vec_dot_f16(int64_t n, float *out, const void *w, const void *x) {
     const uint16_t *a = w;
     const float *b = x;
@@ -311,6 +315,7 @@ void clb_kernels_fill_generic(clb_kernels *k) {
     k->isa = "generic";
 
     k->vec_dot[CLB_DT_F32] = vec_dot_f32;
+    k->axpy_f32 = axpy_f32;
     k->vec_dot[CLB_DT_F16] = vec_dot_f16;
     k->vec_dot[CLB_DT_BF16] = vec_dot_bf16;
     k->vec_dot[CLB_DT_Q4_0] = vec_dot_q4_0;

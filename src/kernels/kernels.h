@@ -76,6 +76,7 @@ void clb_quantize_row_ref(clb_dtype t, const float *src, void *dst, int64_t n);
 typedef void (*clb_vec_dot_fn)(int64_t n, float *out, const void *w, const void *x);
 typedef void (*clb_quantize_fn)(const float *src, void *dst, int64_t n);
 typedef void (*clb_dequantize_fn)(const void *src, float *dst, int64_t n);
+typedef void (*clb_axpy_fn)(int64_t n, float a, const float *x, float *y);
 
 typedef struct clb_kernels {
     const char *isa; /* "generic", "avx2", "neon", "neon+dotprod" */
@@ -86,6 +87,8 @@ typedef struct clb_kernels {
     clb_quantize_fn quantize[CLB_DT_COUNT];
     /* dequantize[t](src, dst_f32, n): a row of weights to f32 (embedding lookups). */
     clb_dequantize_fn dequantize[CLB_DT_COUNT];
+    /* axpy_f32(n, a, x, y): y[i] += a * x[i] (attention's weighted sum of values) */
+    clb_axpy_fn axpy_f32;
 } clb_kernels;
 
 /* ---- packed weights ----------------------------------------------------------------- *

@@ -77,6 +77,18 @@ static void vec_dot_f32(int64_t n, float *out, const void *w, const void *x) {
     *out = s;
 }
 
+static void axpy_f32(int64_t n, float a, const float *x, float *y) {
+    const __m256 va = _mm256_set1_ps(a);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+        _mm256_storeu_ps(y + i + 8, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i + 8), _mm256_loadu_ps(y + i + 8)));
+    }
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+    for (; i < n; i++) y[i] += a * x[i];
+}
+
 static void vec_dot_f16(int64_t n, float *out, const void *w, const void *x) {
     const uint16_t *a = w;
     const float *b = x;
@@ -647,6 +659,7 @@ void clb_kernels_fill_avx2_mdot(clb_kernels *k, clb_mdot_fn *mdot, bool vnni) {
 void clb_kernels_fill_avx2(clb_kernels *k) {
     k->isa = "avx2";
     k->vec_dot[CLB_DT_F32] = vec_dot_f32;
+    k->axpy_f32 = axpy_f32;
     k->vec_dot[CLB_DT_F16] = vec_dot_f16;
     k->vec_dot[CLB_DT_BF16] = vec_dot_bf16;
     k->vec_dot[CLB_DT_Q4_1] = vec_dot_q4_1;

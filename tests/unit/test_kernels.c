@@ -187,6 +187,31 @@ static void test_generic_matches_dequant(void **state) {
     }
 }
 
+/* ---- axpy: every table against a double-precision sum, every tail length ---- */
+
+static void test_axpy(void **state) {
+    (void)state;
+    int checked = 0;
+    for (size_t s = 0; s < sizeof(simd_isas) / sizeof(simd_isas[0]) + 1; s++) {
+        const clb_kernels *k = s == 0 ? clb_kernels_generic() : clb_kernels_by_isa(simd_isas[s - 1]);
+        if (!k) continue;
+        assert_non_null(k->axpy_f32);
+        for (int64_t n = 1; n <= 70; n += (n < 20 ? 1 : 7)) {
+            float x[70], y[70], y0[70];
+            for (int64_t i = 0; i < n; i++) x[i] = rnd_f() * 3.0f, y[i] = y0[i] = rnd_f();
+            const float a = rnd_f() * 2.0f;
+            k->axpy_f32(n, a, x, y);
+            for (int64_t i = 0; i < n; i++) {
+                const double want = (double)y0[i] + (double)a * x[i];
+                if (fabs(y[i] - want) > 1e-6 * (fabs(want) + fabs((double)a * x[i]) + 1e-3))
+                    fail_msg("%s axpy n=%lld [%lld]: %.9g, want %.9g", k->isa, (long long)n, (long long)i, y[i], want);
+            }
+            checked++;
+        }
+    }
+    assert_true(checked > 0);
+}
+
 /* ---- SIMD quantizers bit-exact ------------------------------------------------------- */
 
 static void test_simd_quantize(void **state) {
@@ -288,6 +313,7 @@ static void test_dispatch(void **state) {
     for (size_t i = 0; i < sizeof(simd_isas) / sizeof(simd_isas[0]); i++) {
         const clb_kernels *k = clb_kernels_by_isa(simd_isas[i]);
         if (!k) continue;
+        assert_non_null(k->axpy_f32);
         for (int t = 0; t < CLB_DT_COUNT; t++) {
             assert_true((k->vec_dot[t] != NULL) == (g->vec_dot[t] != NULL));
             assert_true((k->dequantize[t] != NULL) == (g->dequantize[t] != NULL));
@@ -315,6 +341,7 @@ int main(void) {
         cmocka_unit_test(test_dispatch),
         cmocka_unit_test(test_simd_vec_dot),
         cmocka_unit_test(test_simd_quantize),
+        cmocka_unit_test(test_axpy),
         cmocka_unit_test(test_generic_matches_dequant),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
