@@ -2,14 +2,17 @@
 # compare.sh — colibri vs llama.cpp-family peers on the same GGUF file, same thread count.
 #
 #   bench/compare.sh MODEL.gguf --peer PATH/llama-bench [--peer PATH2/llama-bench]
-#                    [--threads 2] [--reps 5] [--colibri build/x86_64/colibri]
+#                    [--threads 2] [--reps 5] [--rounds 1] [--colibri build/x86_64/colibri]
 #                    [--stream-mib 1024] [--no-stream] [--out DIR]
 #
 # Runs, per engine: prefill of 128 and 512 tokens and decode of 64 tokens, --reps times:
-#   colibri bench -m MODEL -p 128 -n 64 --threads T --reps R --json   (and -p 512)
+#   colibri bench -m MODEL -p 128 -n 64 --threads T --reps R --random-decode --json  (and -p 512)
 #   llama-bench   -m MODEL -p 128,512 -n 64 -t T -r R -o json
-# then the STREAM-like probe (bench/stream, read bandwidth with T threads) and prints a table
-# of medians, ratios colibri/peer, and each engine's achieved decode bandwidth:
+# (both decode pseudo-random token ids, so routing varies from token to token), and the
+# STREAM-like probe (bench/stream, read bandwidth with T threads). With --rounds N the
+# whole sequence runs N times, engines taking turns, so that a slow spell of a shared
+# machine falls on all of them; medians are over all rounds. Prints a table of medians,
+# ratios colibri/peer, and each engine's achieved decode bandwidth:
 #   active bytes per token (bench/gguf_active.py: dense tensors + k/n_expert of the expert
 #   tensors) x decode tokens/s, next to the measured bandwidth.
 # Engines run one after the other (never concurrently); raw outputs are kept in --out.
@@ -22,6 +25,7 @@ model=""
 peers=""
 threads=2
 reps=5
+rounds=1
 colibri="$top/build/x86_64/colibri"
 stream_mib=1024
 do_stream=1
@@ -31,11 +35,12 @@ while [ $# -gt 0 ]; do
     --peer) peers="$peers $2"; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
     --reps) reps=$2; shift 2 ;;
+    --rounds) rounds=$2; shift 2 ;;
     --colibri) colibri=$2; shift 2 ;;
     --stream-mib) stream_mib=$2; shift 2 ;;
     --no-stream) do_stream=0; shift ;;
     --out) out=$2; shift 2 ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     -*) echo "compare.sh: unknown option $1" >&2; exit 2 ;;
     *) [ -z "$model" ] || { echo "compare.sh: one model only" >&2; exit 2; }; model=$1; shift ;;
     esac
@@ -47,31 +52,33 @@ mkdir -p "$out"
 
 "$PY" "$here/gguf_active.py" "$model" --json > "$out/active.json"
 
-if [ "$do_stream" = 1 ]; then
-    make -s -C "$here" build/stream >/dev/null
-    "$here/build/stream" --mib "$stream_mib" --threads "$threads" --reps 5 --json > "$out/stream.json"
-else
-    echo '{"results":[]}' > "$out/stream.json"
-fi
-
-for p in 128 512; do
-    echo "colibri: prefill $p, decode 64, $reps reps" >&2
-    "$colibri" bench -m "$model" -p $p -n 64 --threads "$threads" --reps "$reps" --json \
-        > "$out/colibri-p$p.json" 2> "$out/colibri-p$p.err" || echo '{"failed":true}' > "$out/colibri-p$p.json"
+[ "$do_stream" = 0 ] || make -s -C "$here" build/stream >/dev/null
+r=0
+while [ $r -lt "$rounds" ]; do
+    r=$((r + 1))
+    if [ "$do_stream" = 1 ]; then
+        "$here/build/stream" --mib "$stream_mib" --threads "$threads" --reps 5 --json > "$out/stream-r$r.json"
+    else
+        echo '{"results":[]}' > "$out/stream-r$r.json"
+    fi
+    for p in 128 512; do
+        echo "round $r/$rounds colibri: prefill $p, decode 64, $reps reps" >&2
+        "$colibri" bench -m "$model" -p $p -n 64 --threads "$threads" --reps "$reps" --random-decode --json \
+            > "$out/colibri-p$p-r$r.json" 2> "$out/colibri-p$p-r$r.err" || echo '{"failed":true}' > "$out/colibri-p$p-r$r.json"
+    done
+    i=0
+    for peer in $peers; do
+        i=$((i + 1))
+        echo "round $r/$rounds peer $i ($peer): prefill 128,512, decode 64, $reps reps" >&2
+        echo "$peer" > "$out/peer$i.path"
+        "$peer" -m "$model" -p 128,512 -n 64 -t "$threads" -r "$reps" -o json \
+            > "$out/peer$i-r$r.json" 2> "$out/peer$i-r$r.err" || echo '[]' > "$out/peer$i-r$r.json"
+    done
 done
 
-i=0
-for peer in $peers; do
-    i=$((i + 1))
-    echo "peer $i ($peer): prefill 128,512, decode 64, $reps reps" >&2
-    echo "$peer" > "$out/peer$i.path"
-    "$peer" -m "$model" -p 128,512 -n 64 -t "$threads" -r "$reps" -o json \
-        > "$out/peer$i.json" 2> "$out/peer$i.err" || echo '[]' > "$out/peer$i.json"
-done
-
-"$PY" - "$out" "$i" "$threads" <<'PYEOF'
+"$PY" - "$out" "$i" "$threads" "$rounds" <<'PYEOF'
 import json, os, statistics, sys
-out, n_peers, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+out, n_peers, threads, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 def load(name, default):
     try:
         with open(os.path.join(out, name)) as f:
@@ -81,33 +88,42 @@ def load(name, default):
         return default
 act = load("active.json", {})
 active = act.get("active_bytes_per_token", 0)
-stream = load("stream.json", {}).get("results", [])
-bw = max([r["gb_s"] for r in stream if r["threads"] == threads] or [0])
+def med(v):
+    v = [x for x in v if x is not None]
+    return statistics.median(v) if v else None
+R = range(1, rounds + 1)
+bw = med([x["gb_s"] for r in R for x in load("stream-r%d.json" % r, {}).get("results", [])
+          if x["threads"] == threads]) or 0
 rows = {}
-c128, c512 = load("colibri-p128.json", {}), load("colibri-p512.json", {})
-dec = [d["decode_tok_s"] for d in (c128, c512) if "decode_tok_s" in d]
-rows["colibri"] = {"pp128": c128.get("prefill_tok_s"), "pp512": c512.get("prefill_tok_s"),
-                   "tg64": statistics.median(dec) if dec else None}
+c128 = [load("colibri-p128-r%d.json" % r, {}) for r in R]
+c512 = [load("colibri-p512-r%d.json" % r, {}) for r in R]
+rows["colibri"] = {"pp128": med([d.get("prefill_tok_s") for d in c128]),
+                   "pp512": med([d.get("prefill_tok_s") for d in c512]),
+                   "tg64": med([d.get("decode_tok_s") for d in c128 + c512]),
+                   "sched_us": med([d.get("sched_us_per_moe_layer_p50") for d in c128 + c512])}
 for i in range(1, n_peers + 1):
     path = open(os.path.join(out, "peer%d.path" % i)).read().strip()
     name = os.path.basename(os.path.dirname(os.path.dirname(os.path.dirname(path)))) or "peer%d" % i
-    r = {"pp128": None, "pp512": None, "tg64": None}
-    for t in load("peer%d.json" % i, []):
-        ts = t.get("samples_ts") or [t.get("avg_ts")]
-        med = statistics.median(ts)
-        if t.get("n_gen", 0) == 0 and t.get("n_prompt") in (128, 512):
-            r["pp%d" % t["n_prompt"]] = med
-        elif t.get("n_prompt", 0) == 0 and t.get("n_gen") == 64:
-            r["tg64"] = med
+    s = {"pp128": [], "pp512": [], "tg64": []}
+    for r in R:
+        for t in load("peer%d-r%d.json" % (i, r), []):
+            ts = t.get("samples_ts") or [t.get("avg_ts")]
+            if t.get("n_gen", 0) == 0 and t.get("n_prompt") in (128, 512):
+                s["pp%d" % t["n_prompt"]] += ts
+            elif t.get("n_prompt", 0) == 0 and t.get("n_gen") == 64:
+                s["tg64"] += ts
     while name in rows:
         name += "'"
-    rows[name] = r
+    rows[name] = {k: med(v) for k, v in s.items()}
 def f(v):
     return "fails" if v is None else "%.2f" % v
 print("model: %s (%s, %d experts, top-%d; %.2f GiB of tensors; %.1f MiB active per token)" % (
     act.get("model"), act.get("arch"), act.get("n_expert", 0), act.get("n_expert_used", 0),
     act.get("file_tensor_bytes", 0) / 2**30, active / 2**20))
-print("threads %d; measured read bandwidth %.1f GB/s (bench/stream, %d threads)" % (threads, bw, threads))
+print("threads %d, %d round(s); measured read bandwidth %.1f GB/s (bench/stream, %d threads)" % (
+    threads, rounds, bw, threads))
+if rows["colibri"].get("sched_us") is not None:
+    print("colibri scheduler: %.1f us per MoE layer at decode (median)" % rows["colibri"]["sched_us"])
 print("%-14s %10s %10s %10s %12s %8s" % ("engine", "pp128 t/s", "pp512 t/s", "tg64 t/s", "decode GB/s", "of bw"))
 for name, r in rows.items():
     gbs = r["tg64"] * active / 1e9 if r["tg64"] else None

@@ -158,15 +158,19 @@ int cmd_bench(int argc, char **argv) {
                    "\"expert_pool_slots\":%d,\"expert_pool_bytes\":%llu,\"mem_accounted_bytes\":%llu,"
                    "\"hit_rate\":%.4f,\"bytes_read_per_token\":%.0f,\"lookahead_recall\":%.4f,"
                    "\"stall_s_per_token\":%.5f,\"prefetch_issued\":%.0f,\"prefetch_used\":%.0f,"
-                   "\"sched_us_per_moe_layer\":%.2f,\"sched_us_per_moe_layer_p50\":%.2f}\n",
+                   "\"sched_us_per_moe_layer\":%.2f,\"sched_us_per_moe_layer_p50\":%.2f,"
+                   "\"decode_ms_attention\":%.3f,\"decode_ms_ffn\":%.3f,\"decode_ms_head\":%.3f}\n",
                    model, np, nn, reps, pre_m, dec_m, p50, p99, (unsigned long long)st.peak_rss_bytes,
                    st.expert_pool_slots, (unsigned long long)st.expert_pool_bytes,
                    (unsigned long long)st.mem_accounted_bytes, hit, macc.bytes / ntok, recall, macc.stall / ntok,
-                   macc.pf_issued, macc.pf_used, sched_us, sched_p50);
+                   macc.pf_issued, macc.pf_used, sched_us, sched_p50, macc.t_att / ntok * 1e3,
+                   macc.t_moe / ntok * 1e3, macc.t_head / ntok * 1e3);
         } else {
             printf("model:   %s\nprefill: %ld tokens, %.2f tok/s (median of %ld)\ndecode:  %ld tokens, %.2f tok/s "
                    "(median), per token p50 %.3f ms, p99 %.3f ms\npeak RSS: %.1f MiB\n",
                    model, np, pre_m, reps, nn, dec_m, p50, p99, st.peak_rss_bytes / 1048576.0);
+            printf("decode time per token: attention %.2f ms, feed-forward %.2f ms, head %.2f ms\n",
+                   macc.t_att / ntok * 1e3, macc.t_moe / ntok * 1e3, macc.t_head / ntok * 1e3);
             if (macc.moe_runs > 0)
                 printf("scheduler: %.1f us per MoE layer at decode, median over tokens %.1f us (router output "
                        "to expert kernels running)\n",

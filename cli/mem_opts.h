@@ -55,6 +55,7 @@ static inline int mem_opts_parse(colibri_params *p, int argc, char **argv, int *
 typedef struct mem_acc {
     double hits, misses, bytes, stall, la_hit, la_true, pf_issued, pf_used;
     double sched, moe_runs; /* scheduler time (incl. stalls) and MoE layer evaluations */
+    double t_att, t_moe, t_head; /* time in attention, feed-forward (router + experts), head */
 } mem_acc;
 
 static inline void mem_acc_phase(colibri_engine_t *e, mem_acc *a, double sign) {
@@ -71,6 +72,9 @@ static inline void mem_acc_phase(colibri_engine_t *e, mem_acc *a, double sign) {
     a->pf_used += sign * (double)s->prefetch_used;
     a->sched += sign * s->time_moe_sched_s;
     a->moe_runs += sign * (double)s->moe_layer_runs;
+    a->t_att += sign * s->time_attention_s;
+    a->t_moe += sign * s->time_moe_s;
+    a->t_head += sign * s->time_head_s;
     free(s);
 }
 
