@@ -149,6 +149,20 @@ bool clb_copy_fits(uint64_t bytes) {
     return bytes < avail && avail - bytes >= ((uint64_t)512 << 20);
 }
 
+void *clb_map_weights(uint64_t bytes) {
+    if (!bytes) return NULL;
+    void *m = mmap(NULL, (size_t)bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) return NULL;
+#ifdef MADV_HUGEPAGE
+    madvise(m, (size_t)bytes, MADV_HUGEPAGE);
+#endif
+    return m;
+}
+
+void clb_unmap(void *p, uint64_t bytes) {
+    if (p) munmap(p, (size_t)bytes);
+}
+
 void clb_release_pages(const void *p, uint64_t len) {
     const uintptr_t a0 = clb_align_up((uintptr_t)p, 4096), a1 = ((uintptr_t)p + len) & ~(uintptr_t)4095;
     if (a1 > a0) madvise((void *)a0, a1 - a0, MADV_DONTNEED);

@@ -40,5 +40,9 @@ bool clb_copy_fits(uint64_t bytes);
 /* Gives the whole pages inside [p, p + len) of a file mapping back (MADV_DONTNEED: they stay
    in the page cache and are read again if touched). */
 void clb_release_pages(const void *p, uint64_t len);
+/* Anonymous read-write memory for weights that stream every token, asking for transparent
+   huge pages (best effort: fewer TLB misses). NULL on failure; clb_unmap frees it. */
+void *clb_map_weights(uint64_t bytes);
+void clb_unmap(void *p, uint64_t bytes);
 
 #endif

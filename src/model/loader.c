@@ -229,6 +229,7 @@ void clb_model_free(clb_model *m) {
         ob = next;
     }
     clb_store_free(m->store);
+    clb_unmap(m->pack_copy, m->pack_copy_bytes);
     clb_free(m->layers);
     clb_source_close(&m->src);
     clb_free(m);
@@ -271,27 +272,28 @@ int clb_model_pack(clb_model *m, const clb_kernels *k, bool interleave) {
             ws[i] = NULL;
             continue;
         }
-        copy += w->row_bytes * (uint64_t)w->rows;
+        copy += clb_align_up(w->row_bytes * (uint64_t)w->rows, 64);
     }
     /* interleaved copies when they fit with room to spare; else the kernels read the
        row-major bytes (the same arithmetic, so the same logits) */
-    binder b = {.m = m, .owned = m->owned};
     int rc = COLIBRI_OK;
-    if (interleave && copy && clb_copy_fits(copy))
+    if (interleave && copy && clb_copy_fits(copy)) {
+        /* one mapping for all of them, in huge pages where the kernel gives them */
+        if (!(m->pack_copy = clb_map_weights(copy))) rc = clb_err(COLIBRI_ERR_NOMEM, "out of memory for packed weights");
+        else m->pack_copy_bytes = copy;
+        uint64_t off = 0;
         for (int i = 0; i < n && !rc; i++) {
             clb_weight *w = ws[i];
             if (!w) continue;
-            void *dst = own(&b, (size_t)(w->row_bytes * (uint64_t)w->rows));
-            if (!dst) {
-                rc = clb_err(COLIBRI_ERR_NOMEM, "out of memory for packed weights");
-                break;
-            }
+            const uint64_t bytes = w->row_bytes * (uint64_t)w->rows;
+            uint8_t *dst = m->pack_copy + off;
+            off += clb_align_up(bytes, 64);
             clb_pack_rows_to(w->dtype, w->cols, w->rows, w->data, dst);
-            if (in_mapping(m, w->data)) clb_release_pages(w->data, w->row_bytes * (uint64_t)w->rows);
+            if (in_mapping(m, w->data)) clb_release_pages(w->data, bytes);
             w->data = dst;
             w->interleaved = true;
         }
-    m->owned = b.owned;
+    }
     clb_free(ws);
     return rc;
 }

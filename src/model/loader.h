@@ -18,6 +18,8 @@ typedef struct clb_model {
     clb_expert_store *store;
     struct clb_owned *owned; /* buffers the model owns (f32 copies of f16/bf16 vectors, ...) */
     uint64_t dense_bytes, expert_bytes;
+    uint8_t *pack_copy; /* interleaved copies of the dense matrix-product weights (clb_model_pack) */
+    uint64_t pack_copy_bytes;
 } clb_model;
 
 int clb_model_load(const char *path, clb_model **out);

@@ -77,7 +77,7 @@ void clb_store_free(clb_expert_store *s) {
     }
     for (int i = 0; i < s->n_dfds; i++) close(s->dfds[2 * i + 1]);
     clb_free(s->dfds);
-    if (s->pack_copy) munmap(s->pack_copy, (size_t)s->pack_copy_bytes);
+    clb_unmap(s->pack_copy, s->pack_copy_bytes);
     if (s->locks_ok) {
         pthread_cond_destroy(&s->cv_work);
         pthread_cond_destroy(&s->cv_done);
@@ -241,11 +241,8 @@ static int setup_packing(clb_expert_store *s, const clb_kernels *k, bool interle
         }
         return COLIBRI_OK;
     }
-    void *m = mmap(NULL, (size_t)copy, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (m == MAP_FAILED) return clb_err(COLIBRI_ERR_NOMEM, "cannot map %llu bytes for packed experts", (unsigned long long)copy);
-#ifdef MADV_HUGEPAGE
-    madvise(m, (size_t)copy, MADV_HUGEPAGE); /* best effort: fewer TLB misses on the streams */
-#endif
+    void *m = clb_map_weights(copy);
+    if (!m) return clb_err(COLIBRI_ERR_NOMEM, "cannot map %llu bytes for packed experts", (unsigned long long)copy);
     s->pack_copy = m;
     s->pack_copy_bytes = copy;
     /* hand out the copies in expert order, then fill them on a few threads */
