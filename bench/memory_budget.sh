@@ -12,6 +12,11 @@
 #   --sweep      also decode tok/s against the budget, 10%..100% of the model (no cap), for
 #                docs/memory_budget.svg (bench/plot_budget.py)
 #
+# Environment: NDEC (decoded tokens, 32), PAIRS (cold colibri / llama.cpp pairs, 3),
+# THREADS (2). The engines take turns, pair by pair, each run cold; this VM's disk moves
+# between 400 and 1300 MB/s from one minute to the next, so the disk is also measured
+# again after the runs.
+#
 # Needs root for the cgroup. This machine has cgroup v1 (/sys/fs/cgroup/memory); with only
 # cgroup v2 the script uses memory.max / memory.peak of a child of the root instead.
 # The page cache cannot be dropped here (/proc/sys/vm/drop_caches is read-only in this
@@ -27,7 +32,7 @@ SWEEP=0
 COLIBRI=${COLIBRI:-$ROOT/build/x86_64/colibri}
 PY=/usr/bin/python3
 THREADS=${THREADS:-2}
-NDEC=${NDEC:-16}
+NDEC=${NDEC:-32}
 while [ $# -gt 0 ]; do
     case "$1" in
     -m) MODEL=$2; shift 2 ;;
@@ -94,9 +99,9 @@ echo "disk read bandwidth (O_DIRECT, 4 MiB reads): 1 reader $BW1 MB/s, 4 readers
 echo "{\"bw1_MBps\":$BW1,\"bw4_MBps\":$BW4,\"model_bytes\":$MODEL_B,\"cap_bytes\":$CAP_B}" > "$OUT/disk.json"
 
 # ---- colibri under the cap, cold then warm ----
-run_colibri() { # label, extra args...
-    _label=$1; shift
-    capped "$COLIBRI" bench -m "$MODEL" -p 1 -n "$NDEC" --reps 1 --threads "$THREADS" --json --random-decode "$@" \
+run_colibri() { # label, reps, extra args...
+    _label=$1; _reps=$2; shift 2
+    capped "$COLIBRI" bench -m "$MODEL" -p 1 -n "$NDEC" --reps "$_reps" --threads "$THREADS" --json --random-decode "$@" \
         > "$OUT/colibri-$_label.json" 2> "$OUT/colibri-$_label.err"
     _st=$?
     [ $_st -eq 0 ] || { echo "colibri $_label failed ($_st):"; tail -3 "$OUT/colibri-$_label.err"; }
@@ -116,30 +121,60 @@ print("colibri %-6s decode %.2f tok/s | hit %.1f%% | read %.1f MB/token | recall
       100 * j["decode_tok_s"] / bound if bound > 0 else 0))
 EOF
 }
-evict_file "$MODEL"
-echo "page cache holds $(cached_mib "$MODEL") MiB of the model (cold)"
-run_colibri cold --mem-budget "$BUDGET" --direct-io
-run_colibri warm --mem-budget "$BUDGET" --direct-io
-run_colibri buffered --mem-budget "$BUDGET"
-
-# ---- llama.cpp under the same cap ----
-if [ -n "$LLAMA" ] && [ -x "$LLAMA" ]; then
-    evict_file "$MODEL"
-    capped "$LLAMA" -m "$MODEL" -p 0 -n "$NDEC" -t "$THREADS" -r "${LLAMA_REPS:-2}" -o json \
-        > "$OUT/llama.json" 2> "$OUT/llama.err" || { echo "llama-bench failed:"; tail -5 "$OUT/llama.err"; }
-    cp "$OUT/peak" "$OUT/llama.peak" 2>/dev/null
-    "$PY" - "$OUT/llama.json" "$(cat "$OUT/llama.peak" 2>/dev/null || echo 0)" <<'EOF'
+# ---- colibri and llama.cpp under the same cap, taking turns ----
+# Each pair runs both engines cold (the model's pages evicted first) within a minute of each
+# other, so a slow spell of the shared disk falls on both; PAIRS pairs, medians.
+run_llama() { # label
+    capped "$LLAMA" -m "$MODEL" -p 0 -n "$NDEC" -t "$THREADS" -r 1 -o json \
+        > "$OUT/llama-$1.json" 2> "$OUT/llama-$1.err" || { echo "llama-bench failed:"; tail -5 "$OUT/llama-$1.err"; }
+    "$PY" - "$OUT/llama-$1.json" "$(cat "$OUT/peak" 2>/dev/null || echo 0)" "$1" <<'EOF'
 import json, sys
 try:
     r = [x for x in json.load(open(sys.argv[1])) if x.get("n_gen", 0) > 0][0]
-    print("llama.cpp decode %.2f tok/s (stddev %.2f) | cgroup peak %.0f MiB" % (
-        r["avg_ts"], r.get("stddev_ts", 0), int(sys.argv[2]) / 2**20))
+    print("llama.cpp %-6s decode %.2f tok/s | cgroup peak %.0f MiB" % (sys.argv[3], r["avg_ts"], int(sys.argv[2]) / 2**20))
 except Exception as e:
-    print("llama.cpp: no result (%s)" % e)
+    print("llama.cpp %s: no result (%s)" % (sys.argv[3], e))
 EOF
-else
-    echo "llama.cpp: no llama-bench given (-l PATH): Colibri figures only"
-fi
+}
+HAVE_LLAMA=0
+if [ -n "$LLAMA" ] && [ -x "$LLAMA" ]; then HAVE_LLAMA=1; else echo "llama.cpp: no llama-bench given (-l PATH): Colibri figures only"; fi
+PAIRS=${PAIRS:-3}
+for i in $(seq 1 "$PAIRS"); do
+    evict_file "$MODEL"
+    [ "$i" -gt 1 ] || echo "page cache holds $(cached_mib "$MODEL") MiB of the model (cold)"
+    run_colibri "cold$i" 1 --mem-budget "$BUDGET" --direct-io
+    [ "$HAVE_LLAMA" = 0 ] || { evict_file "$MODEL"; run_llama "cold$i"; }
+done
+run_colibri buffered 1 --mem-budget "$BUDGET"
+"$PY" - "$OUT" "$PAIRS" "$HAVE_LLAMA" <<'EOF'
+import json, os, statistics, sys
+out, n, have = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"
+def get(p, f):
+    try:
+        return f(json.load(open(os.path.join(out, p))))
+    except Exception:
+        return None
+R = range(1, n + 1)
+col = [get("colibri-cold%d.json" % i, lambda j: j["decode_tok_s"]) for i in R]
+frac = [get("colibri-cold%d.json" % i, lambda j: j["decode_tok_s"] / j["io_bound_tok_s"]) for i in R]
+lla = [get("llama-cold%d.json" % i, lambda j: [x for x in j if x.get("n_gen", 0) > 0][0]["avg_ts"]) for i in R] if have else []
+def med(v):
+    v = [x for x in v if x is not None]
+    return statistics.median(v) if v else None
+ratios = [c / l for c, l in zip(col, lla) if c and l]
+res = {"colibri_tok_s": col, "colibri_io_bound_fraction": frac, "llama_tok_s": lla, "ratio_per_pair": ratios,
+       "colibri_median": med(col), "io_bound_fraction_median": med(frac), "llama_median": med(lla),
+       "ratio_median": med(ratios)}
+json.dump(res, open(os.path.join(out, "summary.json"), "w"), indent=1)
+print("colibri decode median %.2f tok/s over %d cold runs, %.0f%% of the I/O bound (median)" % (
+    res["colibri_median"] or 0, n, 100 * (res["io_bound_fraction_median"] or 0)))
+if ratios:
+    print("llama.cpp decode median %.2f tok/s; colibri / llama.cpp per pair: %s; median %.2fx" % (
+        res["llama_median"], " ".join("%.2fx" % r for r in ratios), res["ratio_median"]))
+EOF
+
+BW4B=$(bw 4)
+echo "disk read bandwidth after the runs: 4 readers $BW4B MB/s (the I/O bounds above use $BW4 MB/s, measured before)"
 
 # ---- sweep: tok/s against the budget, no cap (O_DIRECT so the page cache does not help) ----
 if [ "$SWEEP" -eq 1 ]; then
