@@ -1,7 +1,7 @@
 #!/bin/sh
 # compare.sh — colibri vs llama.cpp-family peers on the same GGUF file, same thread count.
 #
-#   bench/compare.sh MODEL.gguf --peer PATH/llama-bench [--peer PATH2/llama-bench]
+#   bench/compare.sh MODEL.gguf --peer PATH/llama-bench [--peer-args 'ARGS'] [--peer PATH2 ...]
 #                    [--threads 2] [--reps 5] [--rounds 1] [--colibri build/x86_64/colibri]
 #                    [--stream-mib 1024] [--no-stream] [--out DIR]
 #
@@ -16,6 +16,8 @@
 #   active bytes per token (bench/gguf_active.py: dense tensors + k/n_expert of the expert
 #   tensors) x decode tokens/s, next to the measured bandwidth.
 # Engines run one after the other (never concurrently); raw outputs are kept in --out.
+# --peer-args gives the peer named just before it extra llama-bench options, e.g. '-rtr 1'
+# (ik_llama.cpp's run-time repacking); its name in the table then carries them.
 # A peer whose llama.cpp does not know the file's architecture is reported as "fails".
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
@@ -23,6 +25,7 @@ top=$(cd "$here/.." && pwd)
 PY=${PYTHON:-/usr/bin/python3}
 model=""
 peers=""
+n_peer=0
 threads=2
 reps=5
 rounds=1
@@ -32,7 +35,9 @@ do_stream=1
 out=""
 while [ $# -gt 0 ]; do
     case "$1" in
-    --peer) peers="$peers $2"; shift 2 ;;
+    --peer) n_peer=$((n_peer + 1)); peers="$peers $n_peer"; eval "peer_path_$n_peer=\$2"; eval "peer_args_$n_peer=''"; shift 2 ;;
+    --peer-args) [ "$n_peer" -gt 0 ] || { echo "compare.sh: --peer-args before any --peer" >&2; exit 2; }
+                 eval "peer_args_$n_peer=\$2"; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
     --reps) reps=$2; shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
@@ -67,11 +72,14 @@ while [ $r -lt "$rounds" ]; do
             > "$out/colibri-p$p-r$r.json" 2> "$out/colibri-p$p-r$r.err" || echo '{"failed":true}' > "$out/colibri-p$p-r$r.json"
     done
     i=0
-    for peer in $peers; do
+    for k in $peers; do
         i=$((i + 1))
-        echo "round $r/$rounds peer $i ($peer): prefill 128,512, decode 64, $reps reps" >&2
+        eval "peer=\$peer_path_$k; pargs=\$peer_args_$k"
+        echo "round $r/$rounds peer $i ($peer $pargs): prefill 128,512, decode 64, $reps reps" >&2
         echo "$peer" > "$out/peer$i.path"
-        "$peer" -m "$model" -p 128,512 -n 64 -t "$threads" -r "$reps" -o json \
+        echo "$pargs" > "$out/peer$i.args"
+        # shellcheck disable=SC2086 # pargs: several options
+        "$peer" -m "$model" -p 128,512 -n 64 -t "$threads" -r "$reps" $pargs -o json \
             > "$out/peer$i-r$r.json" 2> "$out/peer$i-r$r.err" || echo '[]' > "$out/peer$i-r$r.json"
     done
 done
@@ -104,6 +112,12 @@ rows["colibri"] = {"pp128": med([d.get("prefill_tok_s") for d in c128]),
 for i in range(1, n_peers + 1):
     path = open(os.path.join(out, "peer%d.path" % i)).read().strip()
     name = os.path.basename(os.path.dirname(os.path.dirname(os.path.dirname(path)))) or "peer%d" % i
+    try:
+        pargs = open(os.path.join(out, "peer%d.args" % i)).read().strip()
+    except OSError:
+        pargs = ""
+    if pargs:
+        name += " " + pargs
     s = {"pp128": [], "pp512": [], "tg64": []}
     for r in R:
         for t in load("peer%d-r%d.json" % (i, r), []):
@@ -124,17 +138,17 @@ print("threads %d, %d round(s); measured read bandwidth %.1f GB/s (bench/stream,
     threads, rounds, bw, threads))
 if rows["colibri"].get("sched_us") is not None:
     print("colibri scheduler: %.1f us per MoE layer at decode (median)" % rows["colibri"]["sched_us"])
-print("%-14s %10s %10s %10s %12s %8s" % ("engine", "pp128 t/s", "pp512 t/s", "tg64 t/s", "decode GB/s", "of bw"))
+print("%-22s %10s %10s %10s %12s %8s" % ("engine", "pp128 t/s", "pp512 t/s", "tg64 t/s", "decode GB/s", "of bw"))
 for name, r in rows.items():
     gbs = r["tg64"] * active / 1e9 if r["tg64"] else None
-    print("%-14s %10s %10s %10s %12s %8s" % (name, f(r["pp128"]), f(r["pp512"]), f(r["tg64"]), f(gbs),
+    print("%-22s %10s %10s %10s %12s %8s" % (name, f(r["pp128"]), f(r["pp512"]), f(r["tg64"]), f(gbs),
           "%.0f%%" % (100 * gbs / bw) if gbs and bw else "-"))
 col = rows["colibri"]
 for name, r in rows.items():
     if name == "colibri":
         continue
     ratio = lambda k: "%.2fx" % (col[k] / r[k]) if col[k] and r[k] else "-"
-    print("colibri / %-10s pp128 %s  pp512 %s  tg64 %s" % (name, ratio("pp128"), ratio("pp512"), ratio("tg64")))
+    print("colibri / %-20s pp128 %s  pp512 %s  tg64 %s" % (name, ratio("pp128"), ratio("pp512"), ratio("tg64")))
 json.dump({"model": act.get("model"), "threads": threads, "bandwidth_gb_s": bw, "active_bytes": active,
            "engines": rows}, open(os.path.join(out, "summary.json"), "w"), indent=1)
 print("raw results: %s" % out)
