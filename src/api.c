@@ -90,7 +90,8 @@ static void carve(colibri_engine_t *e) {
         e->mla_ckv = clb_arena_take(a, B * (size_t)(hp->kv_lora_rank + hp->n_rot) * F);
         e->mla_kvb = clb_arena_take(a, B * (size_t)hp->n_head * (nope + (size_t)hp->head_dim_v) * F);
     }
-    e->att_scratch = clb_arena_take(a, (size_t)e->n_threads * (size_t)e->max_seq * F);
+    const size_t group = (size_t)(hp->n_head_kv > 0 ? CLB_MAX(hp->n_head / hp->n_head_kv, 1) : 1);
+    e->att_scratch = clb_arena_take(a, (size_t)e->n_threads * group * (size_t)e->max_seq * F);
     const size_t kc = (size_t)(e->k_cap > 0 ? e->k_cap : 1), BK = B * kc;
     e->ff_g = clb_arena_take(a, BK * ff * F);
     e->ff_u = clb_arena_take(a, BK * ff * F);

@@ -39,7 +39,7 @@ struct colibri_engine {
     float *mla_qa;   /* [B][q_lora_rank] (MLA) */
     float *mla_ckv;  /* [B][kv_lora_rank + n_rot] (MLA) latent + shared rope key */
     float *mla_kvb;  /* [B][n_head * (nope + head_dim_v)] (MLA) decompressed K/V */
-    float *att_scratch; /* [n_threads][max_seq] scores */
+    float *att_scratch; /* [n_threads][n_head / n_head_kv][max_seq] scores */
     float *ff_g, *ff_u; /* [B * k_cap][max ff width] */
     float *ffn_out;  /* [B][n_embd] */
     float *r_logits; /* [B][n_expert] */
