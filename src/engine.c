@@ -320,8 +320,10 @@ static int moe(colibri_engine_t *e, const clb_layer *L, int l, int n) {
         if ((st = clb_store_acquire(e->model->store, l, x, &e->e_w[x]))) break;
         const clb_expert_w *w = e->e_w[x];
         uint64_t stride, stride_u;
-        const uint8_t *xq = expert_input(e, w->gate.dtype, n, a0, cnt, &q, &stride);
-        const uint8_t *xu = expert_input(e, w->up.dtype, n, a0, cnt, &q, &stride_u);
+        const uint8_t *xq = expert_input(e, w->gate.dtype, n, a0, cnt, &q, &stride), *xu = xq;
+        stride_u = stride;
+        if (clb_mm_act_format(&e->mm, w->up.dtype) != clb_mm_act_format(&e->mm, w->gate.dtype))
+            xu = expert_input(e, w->up.dtype, n, a0, cnt, &q, &stride_u);
         e->e_idx[nj] = x;
         e->jobs[nj++] = (clb_mm_job){.w = &w->gate, .xq = xq, .xq_stride = stride, .n_tok = cnt,
                                      .y = e->ff_g + a0 * ff, .y_stride = ff, .up = &w->up, .xq_up = xu,
@@ -331,21 +333,8 @@ static int moe(colibri_engine_t *e, const clb_layer *L, int l, int n) {
         /* the hidden rows' conversion for the down projections happens in the first dispatch,
            after the inputs in qbuf (f32 down weights read ff_g itself) */
         for (int i = 0; i < nj; i++) {
-            const clb_weight *d = &e->e_w[e->e_idx[i]]->down;
-            const int a0 = e->e_start[e->e_idx[i]], cnt = e->e_count[e->e_idx[i]];
-            clb_mm_job *jb = &e->jobs[i];
-            e->jobs_d[i] = (clb_mm_job){.w = d, .n_tok = cnt, .y = e->xe + a0 * E, .y_stride = E};
-            if (clb_type(d->dtype)->vec_dot_type == CLB_DT_F32) {
-                e->jobs_d[i].xq = (const uint8_t *)(e->ff_g + a0 * ff);
-                e->jobs_d[i].xq_stride = (uint64_t)ff * sizeof(float);
-                continue;
-            }
-            jb->h_dtype = d->dtype;
-            jb->hq = q;
-            jb->hq_stride = clb_mm_convert_stride(d->dtype, ff);
-            q += jb->hq_stride * (uint64_t)cnt;
-            e->jobs_d[i].xq = jb->hq;
-            e->jobs_d[i].xq_stride = jb->hq_stride;
+            const int x = e->e_idx[i];
+            q = clb_mm_chain_down(&e->jobs[i], &e->e_w[x]->down, e->xe + (int64_t)e->e_start[x] * E, E, q, &e->jobs_d[i]);
         }
         /* gate and up projections with SwiGLU fused, all experts in one dispatch; then every
            down projection, into xe (the inputs are consumed) */

@@ -5,8 +5,11 @@
 
 #include "kernels/kernels_impl.h"
 
+/* weights per block of the packable dtypes */
+static int64_t pack_block(int dtype) { return dtype == CLB_DT_Q4_K ? CLB_QK_K : CLB_QK; }
+
 bool clb_pack_layout_known(int dtype, int64_t cols) {
-    const int64_t bs = dtype == CLB_DT_Q4_K ? CLB_QK_K : CLB_QK;
+    const int64_t bs = pack_block(dtype);
     return (dtype == CLB_DT_Q4_0 || dtype == CLB_DT_Q8_0 || dtype == CLB_DT_Q4_K) && cols > 0 && cols % bs == 0 &&
            cols <= CLB_PACK_MAX_COLS;
 }
@@ -53,8 +56,8 @@ int64_t clb_pack_rows_to(int dtype, int64_t cols, int64_t rows, const void *src,
     const int64_t groups = rows / CLB_PACK_ROWS;
     const uint64_t gb = rb * CLB_PACK_ROWS;
     for (int64_t g = 0; g < groups; g++)
-        permute_group(dtype, cols / (dtype == CLB_DT_Q4_K ? CLB_QK_K : CLB_QK), rb, (uint8_t *)(uintptr_t)src + (uint64_t)g * gb, (uint8_t *)dst + (uint64_t)g * gb,
-                      true);
+        permute_group(dtype, cols / pack_block(dtype), rb, (uint8_t *)(uintptr_t)src + (uint64_t)g * gb,
+                      (uint8_t *)dst + (uint64_t)g * gb, true);
     memcpy((uint8_t *)dst + (uint64_t)groups * gb, (const uint8_t *)src + (uint64_t)groups * gb,
            (size_t)(rb * (uint64_t)(rows - groups * CLB_PACK_ROWS)));
     return groups * CLB_PACK_ROWS;
@@ -67,7 +70,7 @@ int64_t clb_pack_rows(int dtype, int64_t cols, int64_t rows, void *data, void *s
     for (int64_t g = 0; g < groups; g++) {
         uint8_t *base = (uint8_t *)data + (uint64_t)g * rb * CLB_PACK_ROWS;
         memcpy(scratch, base, rb * CLB_PACK_ROWS);
-        permute_group(dtype, cols / (dtype == CLB_DT_Q4_K ? CLB_QK_K : CLB_QK), rb, scratch, base, true);
+        permute_group(dtype, cols / pack_block(dtype), rb, scratch, base, true);
     }
     return groups * CLB_PACK_ROWS;
 }
@@ -78,7 +81,7 @@ void clb_unpack_rows(int dtype, int64_t cols, int64_t packed_rows, void *data, v
     for (int64_t g = 0; g < packed_rows / CLB_PACK_ROWS; g++) {
         uint8_t *base = (uint8_t *)data + (uint64_t)g * rb * CLB_PACK_ROWS;
         memcpy(scratch, base, rb * CLB_PACK_ROWS);
-        permute_group(dtype, cols / (dtype == CLB_DT_Q4_K ? CLB_QK_K : CLB_QK), rb, base, scratch, false);
+        permute_group(dtype, cols / pack_block(dtype), rb, base, scratch, false);
     }
 }
 

@@ -69,7 +69,6 @@ const uint8_t *clb_mm_convert(const clb_mm_ctx *c, void *dst, int dtype, int64_t
 
 typedef struct jobs_task {
     const clb_mm_ctx *c;
-    const clb_kernels *k;
     const clb_mm_job *jobs;
     int n_jobs;
     int64_t total;   /* rows of all jobs, each job's rows rounded up to the quantum */
@@ -96,9 +95,9 @@ static void jobs_range(const jobs_task *t, int64_t lo, int64_t hi) {
         if (r1 <= 0 || r0 >= rows) continue;
         if (r0 < 0) r0 = 0;
         if (r1 > rows) r1 = rows;
-        rows_of(t->k, jb->w, r0, r1, jb->xq, jb->xq_stride, jb->n_tok, jb->y, jb->y_stride);
+        rows_of(t->c->k, jb->w, r0, r1, jb->xq, jb->xq_stride, jb->n_tok, jb->y, jb->y_stride);
         if (!jb->up) continue;
-        rows_of(t->k, jb->up, r0, r1, jb->xq_up, jb->xq_up_stride, jb->n_tok, jb->y_up, jb->y_stride);
+        rows_of(t->c->k, jb->up, r0, r1, jb->xq_up, jb->xq_up_stride, jb->n_tok, jb->y_up, jb->y_stride);
         for (int i = 0; i < jb->n_tok; i++) {
             float *h = jb->y + i * jb->y_stride;
             clb_silu_mul(h + r0, jb->y_up + i * jb->y_stride + r0, r1 - r0);
@@ -122,7 +121,7 @@ static void jobs_run(void *arg, int ith, int nth) {
 }
 
 void clb_matmul_jobs(const clb_mm_ctx *c, const clb_mm_job *jobs, int n_jobs, double *t_enter) {
-    jobs_task t = {.c = c, .k = c->k, .jobs = jobs, .n_jobs = n_jobs, .quantum = JOB_QUANTUM, .t_enter = t_enter};
+    jobs_task t = {.c = c, .jobs = jobs, .n_jobs = n_jobs, .quantum = JOB_QUANTUM, .t_enter = t_enter};
     for (int j = 0; j < n_jobs; j++) /* block sizes are powers of two: the largest is a multiple of the others */
         if (jobs[j].hq) t.quantum = CLB_MAX(t.quantum, clb_mm_act_block(jobs[j].h_dtype));
     for (int j = 0; j < n_jobs; j++) t.total += (int64_t)clb_align_up((uint64_t)jobs[j].w->rows, (uint64_t)t.quantum);
@@ -145,46 +144,53 @@ uint64_t clb_ffn_swiglu_qbuf_bytes(int64_t cols, int64_t ff, int64_t n_tok) {
     return 2 * clb_matmul_qbuf_bytes(cols, n_tok) + clb_matmul_qbuf_bytes(ff, n_tok);
 }
 
+/* n rows of x converted at q for weights a and b (one conversion when they share an
+   activation format and a width); returns the first byte of q after what was written. */
+static uint8_t *convert_pair(const clb_mm_ctx *c, uint8_t *q, const clb_weight *a, const clb_weight *b,
+                             const float *x, int64_t x_stride, int n, clb_mm_job *ja, const uint8_t **xb,
+                             uint64_t *sb) {
+    ja->xq = clb_mm_convert(c, q, a->dtype, a->cols, x, x_stride, n, &ja->xq_stride);
+    if (ja->xq == q) q += ja->xq_stride * (uint64_t)n;
+    if (clb_mm_act_format(c, b->dtype) == clb_mm_act_format(c, a->dtype) && b->cols == a->cols) {
+        *xb = ja->xq;
+        *sb = ja->xq_stride;
+        return q;
+    }
+    *xb = clb_mm_convert(c, q, b->dtype, b->cols, x, x_stride, n, sb);
+    if (*xb == q) q += *sb * (uint64_t)n;
+    return q;
+}
+
+uint8_t *clb_mm_chain_down(clb_mm_job *gu, const clb_weight *down, float *y, int64_t y_stride, uint8_t *q,
+                           clb_mm_job *d) {
+    *d = (clb_mm_job){.w = down, .n_tok = gu->n_tok, .y = y, .y_stride = y_stride};
+    if (clb_type(down->dtype)->vec_dot_type == CLB_DT_F32) { /* f32 activations: the hidden rows themselves */
+        d->xq = (const uint8_t *)gu->y;
+        d->xq_stride = (uint64_t)gu->y_stride * sizeof(float);
+        return q;
+    }
+    gu->h_dtype = down->dtype;
+    gu->hq = q;
+    gu->hq_stride = clb_mm_convert_stride(down->dtype, gu->w->rows);
+    d->xq = gu->hq;
+    d->xq_stride = gu->hq_stride;
+    return q + gu->hq_stride * (uint64_t)gu->n_tok;
+}
+
 void clb_ffn_swiglu(const clb_mm_ctx *c, const clb_weight *g, const clb_weight *u, const clb_weight *down,
                     const float *x, int64_t x_stride, int n_tok, float *h, float *h_scratch, float *y,
                     int64_t y_stride) {
-    const int64_t ff = g->rows;
-    clb_mm_job j = {.w = g, .up = u, .n_tok = n_tok, .y = h, .y_up = h_scratch, .y_stride = ff};
-    uint8_t *q = c->qbuf;
-    j.xq = clb_mm_convert(c, q, g->dtype, g->cols, x, x_stride, n_tok, &j.xq_stride);
-    if (j.xq == q) q += j.xq_stride * (uint64_t)n_tok;
-    j.xq_up = j.xq;
-    j.xq_up_stride = j.xq_stride;
-    if (clb_mm_act_format(c, u->dtype) != clb_mm_act_format(c, g->dtype)) {
-        j.xq_up = clb_mm_convert(c, q, u->dtype, u->cols, x, x_stride, n_tok, &j.xq_up_stride);
-        if (j.xq_up == q) q += j.xq_up_stride * (uint64_t)n_tok;
-    }
-    clb_mm_job d = {.w = down, .n_tok = n_tok, .y = y, .y_stride = y_stride};
-    if (clb_type(down->dtype)->vec_dot_type == CLB_DT_F32) {
-        d.xq = (const uint8_t *)h;
-        d.xq_stride = (uint64_t)ff * sizeof(float);
-    } else {
-        j.h_dtype = down->dtype;
-        j.hq = q;
-        j.hq_stride = clb_mm_convert_stride(down->dtype, ff);
-        d.xq = j.hq;
-        d.xq_stride = j.hq_stride;
-    }
+    clb_mm_job j = {.w = g, .up = u, .n_tok = n_tok, .y = h, .y_up = h_scratch, .y_stride = g->rows}, d;
+    uint8_t *q = convert_pair(c, c->qbuf, g, u, x, x_stride, n_tok, &j, &j.xq_up, &j.xq_up_stride);
+    clb_mm_chain_down(&j, down, y, y_stride, q, &d);
     clb_matmul_jobs(c, &j, 1, NULL);
     clb_matmul_jobs(c, &d, 1, NULL);
 }
 
 void clb_matmul2(const clb_mm_ctx *c, const clb_weight *w1, const clb_weight *w2, const float *x,
                  int64_t x_stride, int n_tok, float *y1, float *y2, int64_t y_stride) {
-    if (clb_type(w1->dtype)->vec_dot_type != clb_type(w2->dtype)->vec_dot_type || w1->cols != w2->cols) {
-        clb_matmul(c, w1, x, x_stride, n_tok, y1, y_stride);
-        clb_matmul(c, w2, x, x_stride, n_tok, y2, y_stride);
-        return;
-    }
     clb_mm_job j[2] = {{.w = w1, .n_tok = n_tok, .y = y1, .y_stride = y_stride},
                        {.w = w2, .n_tok = n_tok, .y = y2, .y_stride = y_stride}};
-    j[0].xq = clb_mm_convert(c, c->qbuf, w1->dtype, w1->cols, x, x_stride, n_tok, &j[0].xq_stride);
-    j[1].xq = j[0].xq;
-    j[1].xq_stride = j[0].xq_stride;
+    convert_pair(c, c->qbuf, w1, w2, x, x_stride, n_tok, &j[0], &j[1].xq, &j[1].xq_stride);
     clb_matmul_jobs(c, j, 2, NULL);
 }

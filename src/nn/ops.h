@@ -79,6 +79,11 @@ void clb_matmul_jobs(const clb_mm_ctx *c, const clb_mm_job *jobs, int n_jobs, do
 void clb_ffn_swiglu(const clb_mm_ctx *c, const clb_weight *g, const clb_weight *u, const clb_weight *down,
                     const float *x, int64_t x_stride, int n_tok, float *h, float *h_scratch, float *y,
                     int64_t y_stride);
+/* Makes d the down projection of SwiGLU job gu (down's columns are gu's rows), output y:
+   for a quantized down weight gu also converts its output at q (returns q past those rows),
+   for an f32 one d reads gu's float output (returns q). */
+uint8_t *clb_mm_chain_down(clb_mm_job *gu, const clb_weight *down, float *y, int64_t y_stride, uint8_t *q,
+                           clb_mm_job *d);
 /* Bytes of qbuf clb_ffn_swiglu needs for n_tok rows (inputs of cols, hidden of ff). */
 uint64_t clb_ffn_swiglu_qbuf_bytes(int64_t cols, int64_t ff, int64_t n_tok);
 /* Converts n rows of x (x_stride floats apart, cols each) to the activation format of weight
