@@ -3,7 +3,8 @@
 #   make run        generate with the bundled model
 #   make SANITIZE=address,undefined test   make CROSS=aarch64-linux-gnu- test (qemu)
 #   make static     fully static colibri   make install PREFIX=/usr/local DESTDIR=
-#   make deps       install missing Debian packages      make format
+#   make deps       install missing Debian packages (make run / make test do it themselves)
+#   make format
 CROSS    ?=
 SANITIZE ?=
 WERROR   ?=
@@ -70,7 +71,7 @@ TEST_HELPER_OBJS := $(TEST_HELPER_SRCS:%.c=$(BUILD)/%.o)
 LIB      := $(BUILD)/libcolibri.a
 BIN      := $(BUILD)/colibri
 
-.PHONY: all test unit-test integration-test run clean install static deps format bench fuzz
+.PHONY: all test check unit-test integration-test run clean install static deps deps-build deps-test format bench fuzz
 
 all: $(LIB) $(BIN)
 
@@ -89,7 +90,13 @@ $(BUILD)/tests/%: tests/unit/%.c $(TEST_HELPER_OBJS) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests/unit $(LDFLAGS) $< $(TEST_HELPER_OBJS) $(LIB) $(LIBS) $(TESTLIBS) -o $@
 
-test: all $(TEST_BINS)
+# `make test` and `make run` first install what is missing (tools/install-deps.sh: nothing
+# happens when all is there; NODEPS=1 skips the check), then build in a second make so that
+# no compile starts before the headers exist.
+test: deps-test
+	@$(MAKE) --no-print-directory check
+
+check: all $(TEST_BINS)
 	@RUNNER="$(RUNNER)" sh tests/run_unit.sh $(TEST_BINS)
 ifeq ($(CROSS),)
 	@COLIBRI=$(BIN) PYTHON=$(PYTHON) BUILD=$(BUILD) sh tests/run_integration.sh
@@ -103,13 +110,17 @@ integration-test: all
 
 MODEL ?= models/colibri-tiny.colibri
 PROMPT ?= Once upon a time
-run: all
+run: deps-build
+	@$(MAKE) --no-print-directory all
 	$(BIN) run -m $(MODEL) -p "$(PROMPT)" -n 64
 
 # A fully static colibri. Debian ships no libcjson.a, so this target builds cJSON from
 # Debian's own source package (apt-get source) into the build directory; nothing is
 # committed.
 static:
+ifeq ($(NODEPS),)
+	@sh tools/install-deps.sh $(BUILD_PKGS) $(STATIC_PKGS) $(DEPS_CROSS)
+endif
 	$(MAKE) STATIC=1 BUILD=build/$(ARCH)-static build/$(ARCH)-static/colibri-static
 
 build/$(ARCH)-static/colibri-static: $(CLI_OBJS:$(BUILD)/%=build/$(ARCH)-static/%) \
@@ -131,13 +142,31 @@ install: all
 	install -m 755 $(BIN) $(DESTDIR)$(PREFIX)/bin/colibri
 	sed -e 's|@PREFIX@|$(PREFIX)|g' colibri.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/colibri.pc
 
-DEB_PKGS := gcc make libcjson-dev libcmocka-dev zlib1g-dev libpcre2-dev libutf8proc-dev libedit-dev \
-            python3 python3-numpy clang libclang-rt-14-dev dpkg-dev libbsd-dev libmd-dev libncurses-dev
+# Debian packages, by what needs them. BUILD_PKGS: the library and the tool (make, make run);
+# TEST_PKGS: the tests (make test): cmocka, the numpy references, clang for the fuzzers,
+# Node.js and Chromium for the server's client and page tests, Open MPI for the
+# expert-parallel runs; STATIC_PKGS: make static; CROSS_PKGS: make CROSS=aarch64-linux-gnu-.
+# "cmd=pkg": pkg only when the command is not already on PATH (a Node.js from elsewhere).
+BUILD_PKGS := gcc make libc6-dev libcjson-dev zlib1g-dev libpcre2-dev libutf8proc-dev libedit-dev \
+            libmicrohttpd-dev libzstd-dev libssl-dev
+TEST_PKGS := libcmocka-dev python3 python3-numpy clang libclang-rt-14-dev \
+            node=nodejs npm=npm chromium openmpi-bin libopenmpi-dev
+STATIC_PKGS := dpkg-dev libbsd-dev libmd-dev libncurses-dev
 CROSS_PKGS := gcc-aarch64-linux-gnu qemu-user libc6:arm64 libcjson-dev:arm64 \
             libcmocka-dev:arm64 zlib1g-dev:arm64 libpcre2-dev:arm64 libutf8proc-dev:arm64 \
-            libedit-dev:arm64 libbsd-dev:arm64 libmd-dev:arm64 libncurses-dev:arm64
+            libedit-dev:arm64 libbsd-dev:arm64 libmd-dev:arm64 libncurses-dev:arm64 \
+            libmicrohttpd-dev:arm64 libzstd-dev:arm64 libssl-dev:arm64
+DEPS_CROSS := $(if $(CROSS),$(CROSS_PKGS))
 deps:
-	sh tools/install-deps.sh $(DEB_PKGS) $(if $(CROSS),$(CROSS_PKGS))
+	sh tools/install-deps.sh $(BUILD_PKGS) $(TEST_PKGS) $(STATIC_PKGS) $(DEPS_CROSS)
+deps-build:
+ifeq ($(NODEPS),)
+	@sh tools/install-deps.sh $(BUILD_PKGS) $(DEPS_CROSS)
+endif
+deps-test:
+ifeq ($(NODEPS),)
+	@sh tools/install-deps.sh $(BUILD_PKGS) $(TEST_PKGS) $(DEPS_CROSS)
+endif
 
 format:
 	clang-format -i $(wildcard include/*.h src/*.c src/*/*.[ch] cli/*.[ch] tests/unit/*.[ch])
