@@ -61,6 +61,8 @@ typedef struct colibri_stats {
     uint64_t tokens_generated;  /* tokens evaluated through colibri_forward */
     double time_prompt_s;       /* wall time in colibri_eval */
     double time_generate_s;     /* wall time in colibri_forward */
+    uint64_t tokens_decoded;    /* tokens evaluated through colibri_decode (several sequences) */
+    double time_decode_s;       /* wall time in colibri_decode */
     double time_attention_s;    /* of both: attention (projections, rope, softmax, KV) */
     double time_moe_s;          /* of both: router + expert FFNs (+ dense FFN layers) */
     double time_head_s;         /* of both: final norm + LM head */
@@ -123,7 +125,10 @@ typedef struct colibri_params {
     int32_t io_threads;         /* expert I/O threads; 0 = 4 */
     int32_t usage_stats;        /* 1 = read/write routing counts in "<model>.usage" (opt-in; the
                                    PINNED policy learns its hot set from them) */
+    int32_t n_seq;              /* sequences held at once (colibri_decode), each with its own KV
+                                   region of max_seq_len positions; 0 = 1, at most COLIBRI_MAX_SEQ */
 } colibri_params;
+#define COLIBRI_MAX_SEQ 256
 
 /* ---- the four calls of the original design ---- */
 
@@ -167,12 +172,38 @@ int colibri_forward_ex(colibri_engine_t *e, int32_t token_id, float *logits, siz
 int colibri_eval(colibri_engine_t *e, const int32_t *tokens, size_t n, float *logits,
                  size_t logits_cap);
 
-/* Forgets the sequence: the next token goes to position 0. Statistics are kept. */
+/* Forgets every sequence: the next token of each goes to position 0. Statistics are kept. */
 void colibri_reset(colibri_engine_t *e);
 
 /* Keeps only the first n tokens of the sequence (n <= colibri_n_past): the next token goes
-   to position n. Lets a chat reuse the KV cache of a shared prefix. */
+   to position n. Lets a chat reuse the KV cache of a shared prefix. colibri_forward,
+   colibri_eval, colibri_truncate and colibri_n_past work on sequence 0. */
 int colibri_truncate(colibri_engine_t *e, int32_t n);
+
+/* ---- several sequences at once (server slots, batched decoding) ---- */
+
+/* One token of a batch: appended at the next position of sequence `seq`. */
+typedef struct colibri_batch_tok {
+    int32_t seq;    /* 0 .. colibri_n_seq() - 1 */
+    int32_t token;
+    int32_t logits; /* non-zero: return this position's logits */
+} colibri_batch_tok;
+
+/* Evaluates n tokens of any sequences together: the tokens of one sequence are taken in
+   order as its next positions, and each step of up to n_batch tokens runs every layer once
+   for all of them, so a MoE layer reads each selected expert once for every token that
+   chose it, whatever its sequence. The logits of the tokens with `logits` set are written in
+   order, n_vocab floats each (logits_cap floats in all). A sequence's logits do not depend on
+   what else shares its steps. All or nothing: on failure (a bad id, a sequence past
+   max_seq_len, a read error) no sequence advances. */
+int colibri_decode(colibri_engine_t *e, const colibri_batch_tok *toks, size_t n, float *logits, size_t logits_cap);
+
+/* Sequences the engine holds (colibri_params.n_seq), 0 for NULL. */
+int32_t colibri_n_seq(const colibri_engine_t *e);
+/* Tokens in sequence seq's KV cache (its next position); -1 for a bad engine or sequence. */
+int32_t colibri_seq_n_past(const colibri_engine_t *e, int32_t seq);
+/* Keeps the first n tokens of sequence seq (0 frees it for a new conversation). */
+int colibri_seq_truncate(colibri_engine_t *e, int32_t seq, int32_t n);
 
 /* Vocabulary size (logits per position), 0 for NULL. */
 int32_t colibri_n_vocab(const colibri_engine_t *e);

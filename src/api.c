@@ -78,6 +78,12 @@ static void carve(colibri_engine_t *e) {
     const size_t vd = (size_t)hp->n_head_kv * hp->head_dim_v, od = (size_t)hp->n_head * hp->head_dim_v;
     size_t ff = (size_t)CLB_MAX(hp->n_ff, CLB_MAX(hp->n_ff_exp, hp->n_ff_shexp));
     size_t ne = (size_t)(hp->n_expert > 0 ? hp->n_expert : 1);
+    e->b_seq = clb_arena_take(a, B * sizeof(int32_t));
+    e->b_pos = clb_arena_take(a, B * sizeof(int32_t));
+    e->b_rows = clb_arena_take(a, B * sizeof(int32_t));
+    e->b_tok = clb_arena_take(a, B * sizeof(int32_t));
+    e->seq_cnt = clb_arena_take(a, (size_t)e->n_seq * sizeof(int32_t));
+    e->seq_save = clb_arena_take(a, (size_t)e->n_seq * sizeof(int32_t));
     e->x = clb_arena_take(a, B * E * F);
     e->xn = clb_arena_take(a, B * E * F);
     e->q = clb_arena_take(a, B * qd * F);
@@ -131,7 +137,8 @@ static void carve(colibri_engine_t *e) {
 
 colibri_engine_t *colibri_init_params(const char *model_path, const colibri_params *params) {
     colibri_params p = params ? *params : colibri_params_default();
-    if (p.n_threads < 0 || p.max_seq_len < 0 || p.n_batch < 0 || p.moe_top_k < 0 || p.router_temperature < 0) {
+    if (p.n_threads < 0 || p.max_seq_len < 0 || p.n_batch < 0 || p.moe_top_k < 0 || p.router_temperature < 0 ||
+        p.n_seq < 0 || p.n_seq > COLIBRI_MAX_SEQ) {
         clb_err(COLIBRI_ERR_ARG, "negative run-time setting");
         return NULL;
     }
@@ -154,6 +161,12 @@ colibri_engine_t *colibri_init_params(const char *model_path, const colibri_para
     e->n_threads = p.n_threads > 0 ? p.n_threads : clb_cpu_count();
     e->max_seq = p.max_seq_len > 0 ? p.max_seq_len : CLB_MIN(hp->max_pos, 4096);
     e->n_batch = p.n_batch > 0 ? p.n_batch : 64;
+    e->n_seq = p.n_seq > 0 ? p.n_seq : 1;
+    e->seq_past = clb_calloc((size_t)e->n_seq, sizeof(int32_t));
+    if (!e->seq_past) {
+        clb_err(COLIBRI_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
     if (hp->n_expert > 0) {
         if (p.moe_top_k > hp->n_expert) {
             clb_err(COLIBRI_ERR_ARG, "moe_top_k %d exceeds the model's %d experts", p.moe_top_k, hp->n_expert);
@@ -194,9 +207,9 @@ colibri_engine_t *colibri_init_params(const char *model_path, const colibri_para
     e->mm.k = e->k;
     uint64_t kv_elems, kv_bytes;
     const uint64_t per_pos = (uint64_t)hp->n_head_kv * (uint64_t)CLB_MAX(hp->head_dim, hp->head_dim_v);
-    if (!clb_mul_u64((uint64_t)hp->n_layer * (uint64_t)e->max_seq, per_pos, &kv_elems) ||
+    if (!clb_mul_u64((uint64_t)e->n_seq * (uint64_t)hp->n_layer * (uint64_t)e->max_seq, per_pos, &kv_elems) ||
         !clb_mul_u64(kv_elems, sizeof(float), &kv_bytes) || kv_bytes > ((uint64_t)1 << 40)) {
-        clb_err(COLIBRI_ERR_ARG, "KV cache for max_seq_len %d is too large", e->max_seq);
+        clb_err(COLIBRI_ERR_ARG, "KV cache for %d sequence(s) of max_seq_len %d is too large", e->n_seq, e->max_seq);
         goto fail;
     }
     e->k_cache = clb_alloc_aligned((size_t)kv_bytes);
@@ -223,6 +236,7 @@ void colibri_free(colibri_engine_t *e) {
     clb_arena_release(&e->arena);
     clb_free_aligned(e->k_cache);
     clb_free_aligned(e->v_cache);
+    clb_free(e->seq_past);
     clb_rope_free(&e->rope);
     clb_model_free(e->model);
     clb_tokenizer_free(e->tok);
@@ -243,7 +257,7 @@ int colibri_forward_ex(colibri_engine_t *e, int32_t token_id, float *logits, siz
     if (logits && logits_cap < (size_t)V)
         return clb_err(COLIBRI_ERR_ARG, "logits buffer holds %zu floats, the vocabulary needs %d", logits_cap, V);
     double t0 = clb_now();
-    int rc = clb_engine_batch(e, &token_id, 1, e->logits, false);
+    int rc = clb_engine_batch(e, &token_id, NULL, 1, e->logits, NULL, 1);
     if (rc) return rc;
     if (logits) memcpy(logits, e->logits, sizeof(float) * (size_t)V);
     if (next_token) *next_token = argmax(e->logits, V);
@@ -264,13 +278,13 @@ int colibri_eval(colibri_engine_t *e, const int32_t *tokens, size_t n, float *lo
     if (logits && (n > SIZE_MAX / V || logits_cap < n * V))
         return clb_err(COLIBRI_ERR_ARG, "logits buffer holds %zu floats, %zu positions need %zu", logits_cap, n,
                        n * V);
-    if ((uint64_t)e->n_past + n > (uint64_t)e->max_seq)
-        return clb_err(COLIBRI_ERR_RANGE, "%zu tokens after %d would exceed max_seq_len %d", n, e->n_past,
+    if ((uint64_t)e->seq_past[0] + n > (uint64_t)e->max_seq)
+        return clb_err(COLIBRI_ERR_RANGE, "%zu tokens after %d would exceed max_seq_len %d", n, e->seq_past[0],
                        e->max_seq);
     double t0 = clb_now();
     for (size_t i = 0; i < n; i += (size_t)e->n_batch) {
         int cnt = (int)CLB_MIN((size_t)e->n_batch, n - i);
-        int rc = clb_engine_batch(e, tokens + i, cnt, logits ? e->logits : NULL, true);
+        int rc = clb_engine_batch(e, tokens + i, NULL, cnt, logits ? e->logits : NULL, NULL, logits ? cnt : 0);
         if (rc) return rc;
         if (logits) memcpy(logits + i * V, e->logits, sizeof(float) * V * (size_t)cnt);
     }
@@ -280,18 +294,77 @@ int colibri_eval(colibri_engine_t *e, const int32_t *tokens, size_t n, float *lo
 }
 
 void colibri_reset(colibri_engine_t *e) {
-    if (e) e->n_past = 0;
+    if (e)
+        for (int s = 0; s < e->n_seq; s++) e->seq_past[s] = 0;
 }
 
 int colibri_truncate(colibri_engine_t *e, int32_t n) {
+    return colibri_seq_truncate(e, 0, n);
+}
+
+int colibri_seq_truncate(colibri_engine_t *e, int32_t seq, int32_t n) {
     if (!e) return clb_err(COLIBRI_ERR_ARG, "NULL engine");
-    if (n < 0 || n > e->n_past) return clb_err(COLIBRI_ERR_ARG, "cannot truncate %d tokens to %d", e->n_past, n);
-    e->n_past = n;
+    if (seq < 0 || seq >= e->n_seq) return clb_err(COLIBRI_ERR_ARG, "sequence %d out of range (the engine holds %d)", seq, e->n_seq);
+    if (n < 0 || n > e->seq_past[seq])
+        return clb_err(COLIBRI_ERR_ARG, "cannot truncate sequence %d of %d tokens to %d", seq, e->seq_past[seq], n);
+    e->seq_past[seq] = n;
     return COLIBRI_OK;
 }
 
+int32_t colibri_seq_n_past(const colibri_engine_t *e, int32_t seq) {
+    return e && seq >= 0 && seq < e->n_seq ? e->seq_past[seq] : -1;
+}
+
+int32_t colibri_n_seq(const colibri_engine_t *e) { return e ? e->n_seq : 0; }
+
+/* Splits the tokens into steps of at most n_batch; each step is one clb_engine_batch. */
+int colibri_decode(colibri_engine_t *e, const colibri_batch_tok *toks, size_t n, float *logits, size_t logits_cap) {
+    if (!e) return clb_err(COLIBRI_ERR_ARG, "NULL engine");
+    if (n == 0) return COLIBRI_OK;
+    if (!toks) return clb_err(COLIBRI_ERR_ARG, "NULL tokens");
+    const size_t V = (size_t)e->hp->n_vocab;
+    size_t want = 0;
+    for (size_t i = 0; i < n; i++) want += toks[i].logits != 0;
+    if (want && (!logits || want > SIZE_MAX / V || logits_cap < want * V))
+        return clb_err(COLIBRI_ERR_ARG, "logits buffer holds %zu floats, %zu rows need %zu", logits ? logits_cap : 0,
+                       want, want * V);
+    /* every step must fit; checked up front so that a failure leaves every sequence as it was */
+    for (int s = 0; s < e->n_seq; s++) e->seq_cnt[s] = 0;
+    for (size_t i = 0; i < n; i++) {
+        const int32_t s = toks[i].seq;
+        if (s < 0 || s >= e->n_seq)
+            return clb_err(COLIBRI_ERR_ARG, "sequence %d out of range (the engine holds %d)", s, e->n_seq);
+        if (e->seq_past[s] + ++e->seq_cnt[s] > e->max_seq)
+            return clb_err(COLIBRI_ERR_RANGE, "sequence %d would reach %d tokens, beyond max_seq_len %d", s,
+                           e->seq_past[s] + e->seq_cnt[s], e->max_seq);
+    }
+    memcpy(e->seq_save, e->seq_past, sizeof(int32_t) * (size_t)e->n_seq);
+    double t0 = clb_now();
+    size_t out = 0;
+    int rc = COLIBRI_OK;
+    for (size_t i = 0; i < n && !rc; i += (size_t)e->n_batch) {
+        const int cnt = (int)CLB_MIN((size_t)e->n_batch, n - i);
+        int nr = 0;
+        for (int t = 0; t < cnt; t++) {
+            e->b_tok[t] = toks[i + (size_t)t].token;
+            e->b_seq[t] = toks[i + (size_t)t].seq; /* clb_engine_batch rewrites it with the same values */
+            if (toks[i + (size_t)t].logits) e->b_rows[nr++] = t;
+        }
+        rc = clb_engine_batch(e, e->b_tok, e->b_seq, cnt, nr ? e->logits : NULL, e->b_rows, nr);
+        if (!rc && nr) memcpy(logits + out * V, e->logits, sizeof(float) * V * (size_t)nr);
+        out += (size_t)nr;
+    }
+    if (rc) { /* all or nothing: earlier steps' KV rows stay but are beyond the positions */
+        memcpy(e->seq_past, e->seq_save, sizeof(int32_t) * (size_t)e->n_seq);
+        return rc;
+    }
+    e->stats.tokens_decoded += n;
+    e->stats.time_decode_s += clb_now() - t0;
+    return rc;
+}
+
 int32_t colibri_n_vocab(const colibri_engine_t *e) { return e ? e->hp->n_vocab : 0; }
-int32_t colibri_n_past(const colibri_engine_t *e) { return e ? e->n_past : 0; }
+int32_t colibri_n_past(const colibri_engine_t *e) { return e ? e->seq_past[0] : 0; }
 int32_t colibri_max_seq_len(const colibri_engine_t *e) { return e ? e->max_seq : 0; }
 int32_t colibri_bos_id(const colibri_engine_t *e) { return e ? e->hp->bos_id : -1; }
 int32_t colibri_eos_id(const colibri_engine_t *e) { return e ? e->hp->eos_id : -1; }

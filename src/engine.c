@@ -38,15 +38,15 @@ static void attention_run(void *arg, int ith, int nth) {
     const clb_hparams *hp = e->hp;
     const int hd = hp->head_dim, hdv = hp->head_dim_v, nkv = hp->n_head_kv, group = hp->n_head / nkv;
     const int64_t kstride = (int64_t)nkv * hd, vstride = (int64_t)nkv * hdv;
-    const float *kc = e->k_cache + (int64_t)t->layer * e->max_seq * kstride;
-    const float *vc = e->v_cache + (int64_t)t->layer * e->max_seq * vstride;
     float scale = hp->attn_mult > 0 ? hp->attn_mult : 1.0f / sqrtf((float)hd);
     float *sc = e->att_scratch + (int64_t)ith * group * e->max_seq; /* [group][max_seq] */
     const clb_vec_dot_fn dot = e->k->vec_dot[CLB_DT_F32]; /* the table's f32 dot product */
     const int64_t n_units = (int64_t)t->n_tok * nkv;
     for (int64_t u; (u = atomic_fetch_add_explicit(&t->next, 1, memory_order_relaxed)) < n_units;) {
         const int tok = (int)(u / nkv), g = (int)(u % nkv), h0 = g * group;
-        const int pos = e->n_past + tok;
+        const int pos = e->b_pos[tok];
+        const int64_t region = ((int64_t)e->b_seq[tok] * hp->n_layer + t->layer) * e->max_seq; /* its KV rows */
+        const float *kc = e->k_cache + region * kstride, *vc = e->v_cache + region * vstride;
         const float *q0 = e->q + (int64_t)tok * hp->n_head * hd + (int64_t)h0 * hd;
         for (int j = 0; j <= pos; j++) {
             const float *kj = kc + (int64_t)j * kstride + (int64_t)g * hd;
@@ -110,7 +110,7 @@ static void project_gqa(colibri_engine_t *e, const clb_layer *L, int n) {
             clamp(kt, kd, hp->clip_qkv);
             clamp(e->kv_v + t * vd, vd, hp->clip_qkv);
         }
-        clb_rope_apply(&e->rope, kt, hp->n_head_kv, hp->head_dim, 0, e->n_past + t);
+        clb_rope_apply(&e->rope, kt, hp->n_head_kv, hp->head_dim, 0, e->b_pos[t]);
     }
 }
 
@@ -134,7 +134,7 @@ static void project_mla(colibri_engine_t *e, const clb_layer *L, int n) {
     for (int t = 0; t < n; t++) {
         float *c = e->mla_ckv + t * ckv_w;
         clb_rmsnorm(c, c, L->kv_a_norm.data, r, eps);                 /* the latent */
-        clb_rope_apply(&e->rope, c + r, 1, (int)rot, 0, e->n_past + t); /* the shared rope key */
+        clb_rope_apply(&e->rope, c + r, 1, (int)rot, 0, e->b_pos[t]); /* the shared rope key */
     }
     clb_matmul(&e->mm, &L->wkv_b, e->mla_ckv, ckv_w, n, e->mla_kvb, kvb_w);
     for (int t = 0; t < n; t++) {
@@ -156,10 +156,11 @@ static void attention(colibri_engine_t *e, const clb_layer *L, int l, int n) {
     if (hp->attn_kind == CLB_ATTN_MLA) project_mla(e, L, n);
     else project_gqa(e, L, n);
     for (int t = 0; t < n; t++) {
-        int pos = e->n_past + t;
+        const int pos = e->b_pos[t];
+        const int64_t row = ((int64_t)e->b_seq[t] * hp->n_layer + l) * e->max_seq + pos;
         clb_rope_apply(&e->rope, e->q + t * qd, hp->n_head, hp->head_dim, hp->rope_offset, pos);
-        memcpy(e->k_cache + ((int64_t)l * e->max_seq + pos) * kd, e->kv_k + t * kd, sizeof(float) * (size_t)kd);
-        memcpy(e->v_cache + ((int64_t)l * e->max_seq + pos) * vd, e->kv_v + t * vd, sizeof(float) * (size_t)vd);
+        memcpy(e->k_cache + row * kd, e->kv_k + t * kd, sizeof(float) * (size_t)kd);
+        memcpy(e->v_cache + row * vd, e->kv_v + t * vd, sizeof(float) * (size_t)vd);
     }
     att_task at = {.e = e, .layer = l, .n_tok = n};
     atomic_init(&at.next, 0);
@@ -390,18 +391,30 @@ static int ffn(colibri_engine_t *e, const clb_layer *L, int l, int n) {
 
 /* ---- the token loop ---- */
 
-int clb_engine_batch(colibri_engine_t *e, const int32_t *tokens, int n, float *logits, bool all) {
+int clb_engine_batch(colibri_engine_t *e, const int32_t *tokens, const int32_t *seqs, int n, float *logits,
+                     const int32_t *rows, int n_rows) {
     const clb_hparams *hp = e->hp;
     const clb_model *m = e->model;
     const int64_t E = hp->n_embd;
-    if (n <= 0 || n > e->n_batch) return clb_err(COLIBRI_ERR_INTERNAL, "batch of %d tokens", n);
-    if (e->n_past + n > e->max_seq)
-        return clb_err(COLIBRI_ERR_RANGE, "sequence would reach %d tokens, beyond max_seq_len %d", e->n_past + n,
-                       e->max_seq);
+    if (n <= 0 || n > e->n_batch || n_rows < 0 || n_rows > n)
+        return clb_err(COLIBRI_ERR_INTERNAL, "batch of %d tokens (%d rows of logits)", n, n_rows);
     for (int t = 0; t < n; t++)
         if (tokens[t] < 0 || tokens[t] >= hp->n_vocab)
             return clb_err(COLIBRI_ERR_ARG, "token id %d out of range (vocabulary has %d tokens)", tokens[t],
                            hp->n_vocab);
+    /* each token's sequence and position; nothing advances until the batch is done */
+    memset(e->seq_cnt, 0, sizeof(int32_t) * (size_t)e->n_seq);
+    for (int t = 0; t < n; t++) {
+        const int32_t s = seqs ? seqs[t] : 0;
+        if (s < 0 || s >= e->n_seq)
+            return clb_err(COLIBRI_ERR_ARG, "sequence %d out of range (the engine holds %d)", s, e->n_seq);
+        const int pos = e->seq_past[s] + e->seq_cnt[s]++;
+        if (pos >= e->max_seq)
+            return clb_err(COLIBRI_ERR_RANGE, "sequence %d would reach %d tokens, beyond max_seq_len %d", s, pos + 1,
+                           e->max_seq);
+        e->b_seq[t] = s;
+        e->b_pos[t] = pos;
+    }
     for (int t = 0; t < n; t++) {
         const uint8_t *row = (const uint8_t *)m->tok_embd.data + (uint64_t)tokens[t] * m->tok_embd.row_bytes;
         e->k->dequantize[m->tok_embd.dtype](row, e->x + t * E, E);
@@ -419,14 +432,17 @@ int clb_engine_batch(colibri_engine_t *e, const int32_t *tokens, int n, float *l
         e->stats.time_moe_s += clb_now() - t1;
     }
     double th = clb_now();
-    if (logits) {
-        int first = all ? 0 : n - 1, cnt = all ? n : 1;
-        for (int t = first; t < n; t++) clb_rmsnorm(e->xn + t * E, e->x + t * E, m->output_norm.data, E, hp->norm_eps);
-        clb_matmul(&e->mm, &m->output, e->xn + first * E, E, cnt, logits, hp->n_vocab);
+    if (logits && n_rows > 0) {
+        /* the wanted rows, normed, gathered at the front of xn (row i from x[rows[i]]) */
+        for (int i = 0; i < n_rows; i++) {
+            const int t = rows ? rows[i] : n - n_rows + i;
+            clb_rmsnorm(e->xn + i * E, e->x + (int64_t)t * E, m->output_norm.data, E, hp->norm_eps);
+        }
+        clb_matmul(&e->mm, &m->output, e->xn, E, n_rows, logits, hp->n_vocab);
         if (hp->logit_div > 0)
-            for (int64_t i = 0; i < (int64_t)cnt * hp->n_vocab; i++) logits[i] /= hp->logit_div;
+            for (int64_t i = 0; i < (int64_t)n_rows * hp->n_vocab; i++) logits[i] /= hp->logit_div;
     }
     e->stats.time_head_s += clb_now() - th;
-    e->n_past += n;
+    for (int s = 0; s < e->n_seq; s++) e->seq_past[s] += e->seq_cnt[s];
     return COLIBRI_OK;
 }

@@ -23,13 +23,20 @@ struct colibri_engine {
     clb_rope rope;
     clb_router_cfg router;
     int n_threads, max_seq, n_batch;
-    int n_past;
+    int n_seq;       /* sequences held at once (colibri_params.n_seq) */
+    int32_t *seq_past; /* [n_seq] tokens in each sequence's KV region (its next position) */
 
-    /* KV cache, allocated once: [n_layer][max_seq][n_head_kv * head_dim(_v)] */
+    /* KV cache, allocated once: [n_seq][n_layer][max_seq][n_head_kv * head_dim(_v)] */
     float *k_cache, *v_cache;
 
     /* activations, carved from one arena at init; B = n_batch */
     clb_arena arena;
+    int32_t *b_seq;  /* [B] sequence of each token of the batch being evaluated */
+    int32_t *b_pos;  /* [B] its position in that sequence */
+    int32_t *b_rows; /* [B] batch rows whose logits colibri_decode returns */
+    int32_t *b_tok;  /* [B] colibri_decode: the tokens of one step */
+    int32_t *seq_cnt; /* [n_seq] scratch: tokens of each sequence in the batch */
+    int32_t *seq_save; /* [n_seq] colibri_decode: positions before the call (restored on failure) */
     float *x;        /* [B][n_embd] residual stream */
     float *xn;       /* [B][n_embd] normed input of a block */
     float *q;        /* [B][n_head * head_dim] */
@@ -80,9 +87,13 @@ struct colibri_engine {
     int n_eog;
 };
 
-/* Evaluates tokens[0..n) (n <= n_batch) at positions n_past..n_past+n-1. When logits is
-   non-NULL, writes [n][n_vocab] (all == true) or only the last row [n_vocab]. */
-int clb_engine_batch(colibri_engine_t *e, const int32_t *tokens, int n, float *logits, bool all);
+/* Evaluates tokens[0..n) (n <= n_batch) as one batch: token t goes to the next position of
+   sequence seqs[t] (seqs NULL: all sequence 0); the tokens of one sequence are consecutive
+   positions in batch order. When logits is non-NULL it receives [n_rows][n_vocab]: the rows
+   of the batch indices rows[0..n_rows) (ascending), or with rows NULL the last n_rows tokens.
+   On failure no sequence advances. */
+int clb_engine_batch(colibri_engine_t *e, const int32_t *tokens, const int32_t *seqs, int n, float *logits,
+                     const int32_t *rows, int n_rows);
 
 /* Fills e->eog from the tokenizer (text_api.c). */
 void clb_text_init_eog(colibri_engine_t *e);

@@ -152,6 +152,109 @@ static void test_reset_and_topk(void **state) {
     colibri_free(e);
 }
 
+/* Several sequences in one engine, their tokens interleaved in shared steps, give each
+   sequence exactly the logits it gets alone (same arithmetic per token: its own KV region,
+   every output element one dot product). Failures leave every sequence where it was. */
+static void test_sequences(void **state) {
+    (void)state;
+    enum { NS = 3 };
+    static const int LEN[NS] = {12, 5, 9}, OFF[NS] = {0, 3, 1}; /* prompt s: PROMPT[OFF..OFF+LEN) wrapped */
+    const char *paths[] = {moe_path, q8_path, dense_path};
+    for (int m = 0; m < 3; m++) {
+        colibri_params p = colibri_params_default();
+        p.n_threads = 2;
+        p.n_batch = 7; /* steps split the interleaved prompts */
+        p.max_seq_len = 32;
+        p.n_seq = NS;
+        colibri_engine_t *e = colibri_init_params(paths[m], &p), *alone = open_engine(paths[m], 1, 64);
+        assert_non_null(e);
+        assert_int_equal(colibri_n_seq(e), NS);
+        const int V = colibri_n_vocab(e);
+        float *ref = malloc(sizeof(float) * NS * (NT + 4) * V), *got = malloc(sizeof(float) * NS * (NT + 4) * V);
+        int32_t gen[NS][4];
+        /* alone: each prompt, then 4 greedy tokens */
+        for (int s = 0; s < NS; s++) {
+            colibri_reset(alone);
+            int32_t pr[NT];
+            for (int i = 0; i < LEN[s]; i++) pr[i] = PROMPT[(OFF[s] + i) % NT];
+            assert_int_equal(colibri_eval(alone, pr, (size_t)LEN[s], ref + (size_t)s * (NT + 4) * V, (size_t)NT * V), 0);
+            int32_t next = 0;
+            const float *last = ref + ((size_t)s * (NT + 4) + (size_t)LEN[s] - 1) * V;
+            for (int i = 1; i < V; i++) next = last[i] > last[next] ? i : next;
+            for (int g = 0; g < 4; g++) {
+                gen[s][g] = next;
+                assert_int_equal(colibri_forward_ex(alone, next, ref + ((size_t)s * (NT + 4) + (size_t)LEN[s] + g) * V,
+                                                    (size_t)V, &next), 0);
+            }
+        }
+        /* together: the prompts interleaved token by token (logits of every position) */
+        colibri_batch_tok bt[3 * NT];
+        int n = 0, idx[NS] = {0};
+        for (int r = 0; r < NT; r++)
+            for (int s = 0; s < NS; s++)
+                if (r < LEN[s]) bt[n++] = (colibri_batch_tok){.seq = s, .token = PROMPT[(OFF[s] + r) % NT], .logits = 1};
+        float *out = malloc(sizeof(float) * (size_t)n * V);
+        assert_int_equal(colibri_decode(e, bt, (size_t)n, out, (size_t)n * V), 0);
+        for (int i = 0; i < n; i++) {
+            const int s = bt[i].seq;
+            memcpy(got + ((size_t)s * (NT + 4) + (size_t)idx[s]++) * V, out + (size_t)i * V, sizeof(float) * V);
+        }
+        for (int s = 0; s < NS; s++) assert_int_equal(colibri_seq_n_past(e, s), LEN[s]);
+        /* then one token per sequence per step, only some asking for logits */
+        for (int g = 0; g < 4; g++) {
+            for (int s = 0; s < NS; s++) bt[s] = (colibri_batch_tok){.seq = s, .token = gen[s][g], .logits = 1};
+            assert_int_equal(colibri_decode(e, bt, NS, out, (size_t)NS * V), 0);
+            for (int s = 0; s < NS; s++)
+                memcpy(got + ((size_t)s * (NT + 4) + (size_t)LEN[s] + g) * V, out + (size_t)s * V, sizeof(float) * V);
+        }
+        for (int s = 0; s < NS; s++)
+            assert_memory_equal(ref + (size_t)s * (NT + 4) * V, got + (size_t)s * (NT + 4) * V,
+                                sizeof(float) * (size_t)(LEN[s] + 4) * V);
+        /* logits only where asked, in order */
+        bt[0] = (colibri_batch_tok){.seq = 2, .token = 5, .logits = 0};
+        bt[1] = (colibri_batch_tok){.seq = 1, .token = 6, .logits = 1};
+        assert_int_equal(colibri_decode(e, bt, 2, out, (size_t)V), 0);
+        assert_int_equal(colibri_decode(e, bt, 2, out, (size_t)V - 1), COLIBRI_ERR_ARG); /* short buffer */
+        /* failures change nothing: a bad sequence, a bad id, one sequence past max_seq_len */
+        const int32_t before[NS] = {colibri_seq_n_past(e, 0), colibri_seq_n_past(e, 1), colibri_seq_n_past(e, 2)};
+        bt[0] = (colibri_batch_tok){.seq = NS, .token = 1};
+        assert_int_equal(colibri_decode(e, bt, 1, NULL, 0), COLIBRI_ERR_ARG);
+        assert_non_null(strstr(colibri_last_error(), "sequence"));
+        bt[0] = (colibri_batch_tok){.seq = 0, .token = 1};
+        bt[1] = (colibri_batch_tok){.seq = 1, .token = V};
+        assert_int_equal(colibri_decode(e, bt, 2, NULL, 0), COLIBRI_ERR_ARG);
+        colibri_batch_tok many[40];
+        for (int i = 0; i < 40; i++) many[i] = (colibri_batch_tok){.seq = i % 2 ? 0 : 1, .token = 3};
+        assert_int_equal(colibri_decode(e, many, 40, NULL, 0), COLIBRI_ERR_RANGE);
+        for (int s = 0; s < NS; s++) assert_int_equal(colibri_seq_n_past(e, s), before[s]);
+        /* truncating one sequence leaves the others; it then continues as if new */
+        assert_int_equal(colibri_seq_truncate(e, 1, 0), 0);
+        assert_int_equal(colibri_seq_truncate(e, 0, before[0] + 1), COLIBRI_ERR_ARG);
+        assert_int_equal(colibri_seq_truncate(e, -1, 0), COLIBRI_ERR_ARG);
+        assert_int_equal(colibri_seq_n_past(e, 1), 0);
+        assert_int_equal(colibri_seq_n_past(e, 0), before[0]);
+        assert_int_equal(colibri_seq_n_past(e, NS), -1);
+        for (int i = 0; i < LEN[1]; i++) bt[i] = (colibri_batch_tok){.seq = 1, .token = PROMPT[(OFF[1] + i) % NT], .logits = 1};
+        assert_int_equal(colibri_decode(e, bt, (size_t)LEN[1], out, (size_t)n * V), 0);
+        assert_memory_equal(out, ref + (size_t)1 * (NT + 4) * V, sizeof(float) * (size_t)LEN[1] * V);
+        /* no allocation per step */
+        uint64_t allocs = clb_alloc_count();
+        for (int s = 0; s < NS; s++) bt[s] = (colibri_batch_tok){.seq = s, .token = 4, .logits = 1};
+        assert_int_equal(colibri_decode(e, bt, NS, out, (size_t)NS * V), 0);
+        assert_int_equal(clb_alloc_count(), allocs);
+        colibri_reset(e);
+        for (int s = 0; s < NS; s++) assert_int_equal(colibri_seq_n_past(e, s), 0);
+        free(out);
+        free(ref);
+        free(got);
+        colibri_free(e);
+        colibri_free(alone);
+    }
+    colibri_params p = colibri_params_default();
+    p.n_seq = COLIBRI_MAX_SEQ + 1;
+    assert_null(colibri_init_params(moe_path, &p));
+}
+
 static void test_errors(void **state) {
     (void)state;
     colibri_engine_t *e = open_engine(dense_path, 1, 4);
@@ -212,7 +315,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_batch_equals_stepwise), cmocka_unit_test(test_threads_invariant),
         cmocka_unit_test(test_no_alloc_per_token), cmocka_unit_test(test_reset_and_topk),
-        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_sequences), cmocka_unit_test(test_errors),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
