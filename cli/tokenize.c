@@ -32,7 +32,7 @@ static void usage(FILE *f) {
 }
 
 static int fail(const char *msg) {
-    fprintf(stderr, "colibri tokenize: %s\n", msg);
+    fprintf(stderr, "colibri: %s\n", msg);
     return 1;
 }
 
@@ -184,11 +184,39 @@ static int decode_to(const clb_tokenizer *t, const int32_t *ids, size_t n, bool 
     return COLIBRI_OK;
 }
 
+/* The ids of a JSON array line; every element must be an integer token id (nothing is
+   dropped, rounded or converted out of range). */
+static int json_ids(const cJSON *j, size_t lineno, int32_t **out, size_t *n) {
+    if (!cJSON_IsArray(j))
+        return clb_err(COLIBRI_ERR_ARG, "--jsonl --decode: line %zu is not a JSON array of token ids", lineno);
+    size_t k = 0;
+    int32_t *ids = clb_malloc(((size_t)cJSON_GetArraySize(j) + 1) * sizeof *ids);
+    if (!ids) return clb_err(COLIBRI_ERR_NOMEM, "out of memory");
+    const cJSON *e;
+    cJSON_ArrayForEach(e, j) {
+        double d = cJSON_IsNumber(e) ? e->valuedouble : 0;
+        if (!cJSON_IsNumber(e) || !(d >= INT32_MIN && d <= INT32_MAX) || d != (double)(int64_t)d) {
+            char *shown = cJSON_PrintUnformatted(e);
+            clb_err(COLIBRI_ERR_ARG, "--jsonl --decode: line %zu, element %zu (%.40s) is not an integer token id",
+                    lineno, k + 1, shown ? shown : "?");
+            free(shown);
+            clb_free(ids);
+            return COLIBRI_ERR_ARG;
+        }
+        ids[k++] = (int32_t)d;
+    }
+    *out = ids;
+    *n = k;
+    return COLIBRI_OK;
+}
+
 static int run_jsonl(const clb_tokenizer *t, char *in, bool decode, bool add, bool parse, bool skip) {
     char *line = in;
+    size_t lineno = 0;
     while (*line) {
         char *nl = strchr(line, '\n');
         if (nl) *nl = 0;
+        lineno++;
         if (*line) {
             cJSON *j = cJSON_Parse(line);
             if (!j) return fail("--jsonl: a line is not valid JSON");
@@ -197,14 +225,11 @@ static int run_jsonl(const clb_tokenizer *t, char *in, bool decode, bool add, bo
                 if (!cJSON_IsString(j)) st = fail("--jsonl: a line is not a JSON string");
                 else st = print_ids(t, j->valuestring, strlen(j->valuestring), add, parse);
             } else {
-                size_t n = 0, k = 0;
-                int32_t *ids = clb_malloc(((size_t)cJSON_GetArraySize(j) + 1) * sizeof *ids);
-                const cJSON *e;
-                cJSON_ArrayForEach(e, j) if (ids && cJSON_IsNumber(e)) ids[k++] = (int32_t)e->valuedouble;
-                n = k;
+                size_t n = 0;
+                int32_t *ids = NULL;
                 char *txt = NULL;
                 size_t tl = 0;
-                if (!ids || !cJSON_IsArray(j)) st = fail("--jsonl --decode: a line is not an array");
+                if (json_ids(j, lineno, &ids, &n) != COLIBRI_OK) st = fail(clb_last_error());
                 else if (decode_to(t, ids, n, skip, &txt, &tl) != COLIBRI_OK) st = fail(clb_last_error());
                 else {
                     cJSON *s = cJSON_CreateString(txt);
@@ -276,7 +301,7 @@ int colibri_cmd_tokenize(int argc, char **argv) {
         else if (!strcmp(a, "--skip-special")) skip = true;
         else if (!strcmp(a, "--jsonl")) jsonl = true;
         else {
-            fprintf(stderr, "colibri tokenize: unknown or incomplete option '%s' (see --help)\n", a);
+            fprintf(stderr, "colibri: tokenize: unknown or incomplete option '%s' (see --help)\n", a);
             return 1;
         }
     }
@@ -286,7 +311,7 @@ int colibri_cmd_tokenize(int argc, char **argv) {
     if (tokfile) t = is_gguf(tokfile) ? load_gguf_file(tokfile) : load_hf_file(tokfile);
     else t = load_model(model);
     if (!t) {
-        fprintf(stderr, "colibri tokenize: %s: %s\n", src, clb_last_error());
+        fprintf(stderr, "colibri: %s: %s\n", src, clb_last_error());
         return 1;
     }
     bool add = special, prs = special || parse;

@@ -178,11 +178,11 @@ int clb_tok_finish(clb_tokenizer *tok) {
         if (!tok->tmpl) return clb_err(COLIBRI_ERR_NOMEM, "tokenizer: out of memory");
         tok->n_tmpl = 0;
         if (tok->add_bos && tok->bos_id >= 0) tok->tmpl[tok->n_tmpl++] = tok->bos_id;
-        tok->tmpl[tok->n_tmpl++] = -1;
+        tok->tmpl[tok->n_tmpl++] = CLB_TMPL_SEQ;
         if (tok->add_eos && tok->eos_id >= 0) tok->tmpl[tok->n_tmpl++] = tok->eos_id;
     }
     for (int i = 0; i < tok->n_tmpl; i++)
-        if (tok->tmpl[i] >= tok->n_vocab)
+        if (tok->tmpl[i] != CLB_TMPL_SEQ && (tok->tmpl[i] < 0 || tok->tmpl[i] >= tok->n_vocab))
             return clb_err(COLIBRI_ERR_FORMAT, "tokenizer: post-processor id %d out of range",
                            (int)tok->tmpl[i]);
     return COLIBRI_OK;
@@ -282,11 +282,11 @@ bool clb_token_is_special(const clb_tokenizer *t, int32_t id) {
 }
 
 bool clb_tokenizer_adds_bos(const clb_tokenizer *t) {
-    return t && t->n_tmpl > 1 && t->tmpl[0] >= 0;
+    return t && t->n_tmpl > 1 && t->tmpl[0] != CLB_TMPL_SEQ;
 }
 
 bool clb_tokenizer_adds_eos(const clb_tokenizer *t) {
-    return t && t->n_tmpl > 1 && t->tmpl[t->n_tmpl - 1] >= 0;
+    return t && t->n_tmpl > 1 && t->tmpl[t->n_tmpl - 1] != CLB_TMPL_SEQ;
 }
 
 const char *clb_token_text(const clb_tokenizer *t, int32_t id) {

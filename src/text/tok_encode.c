@@ -244,7 +244,7 @@ static int cached_word(session *s, const char *w, size_t n) {
             return COLIBRI_ERR_NOMEM;
         size_t ko = s->cache_keys.n;
         if (clb_buf_put(&s->cache_keys, w, n) != COLIBRI_OK) return COLIBRI_ERR_NOMEM;
-        memcpy(s->cache_ids + s->cache_ids_n, s->out + first, cnt * sizeof(int32_t));
+        if (cnt) memcpy(s->cache_ids + s->cache_ids_n, s->out + first, cnt * sizeof(int32_t));
         ce->hash = h;
         ce->key_off = ko;
         ce->key_len = (uint32_t)n;
@@ -343,36 +343,48 @@ static int spm_word(session *s, const char *w, size_t n) {
 
 /* ---------------- normalizers ---------------- */
 
-/* Replaces buf's content by the result of op. */
-static int normalize_op(session *s, const clb_norm_op *op, clb_buf *in, clb_buf *out) {
+#define NORM_TOO_BIG 1 /* internal status of normalize_op */
+
+/* Writes the result of op on in to out. The output may not pass limit bytes (checked as it
+   grows, so a runaway replacement stops early): returns NORM_TOO_BIG then. */
+static int normalize_op(session *s, const clb_norm_op *op, const clb_buf *in, clb_buf *out,
+                        size_t limit) {
     out->n = 0;
     int rc = COLIBRI_OK;
+#define PUT(src_, len_)                                                                  \
+    do {                                                                                 \
+        if ((len_) > limit - CLB_MIN(out->n, limit)) return NORM_TOO_BIG;               \
+        if ((rc = clb_buf_put(out, (src_), (len_))) != COLIBRI_OK) return rc;            \
+    } while (0)
     switch (op->kind) {
     case CLB_N_NFC: case CLB_N_NFKC: case CLB_N_NFD: case CLB_N_NFKD: case CLB_N_LOWER: {
         char *r;
         size_t rl;
         if ((rc = clb_unicode_normalize(op->kind, in->p, in->n, &r, &rl)) != COLIBRI_OK) return rc;
-        rc = clb_buf_put(out, r, rl);
+        if (rl > limit) rc = NORM_TOO_BIG;
+        else rc = clb_buf_put(out, r, rl);
         clb_free(r);
         return rc;
     }
     case CLB_N_PREPEND:
-        if (in->n && (rc = clb_buf_put(out, op->a, op->alen)) != COLIBRI_OK) return rc;
-        return clb_buf_put(out, in->p, in->n);
+        if (in->n) PUT(op->a, op->alen);
+        PUT(in->p, in->n);
+        return COLIBRI_OK;
     case CLB_N_REPLACE: {
         size_t i = 0, last = 0;
-        if (!op->alen) return clb_buf_put(out, in->p, in->n);
+        if (!op->alen) { PUT(in->p, in->n); return COLIBRI_OK; }
         while (i + op->alen <= in->n) {
             if (memcmp(in->p + i, op->a, op->alen) == 0) {
-                if ((rc = clb_buf_put(out, in->p + last, i - last)) != COLIBRI_OK) return rc;
-                if ((rc = clb_buf_put(out, op->b, op->blen)) != COLIBRI_OK) return rc;
+                PUT(in->p + last, i - last);
+                PUT(op->b, op->blen);
                 i += op->alen;
                 last = i;
             } else {
                 i++;
             }
         }
-        return clb_buf_put(out, in->p + last, in->n - last);
+        PUT(in->p + last, in->n - last);
+        return COLIBRI_OK;
     }
     case CLB_N_REPLACE_RE: {
         size_t pos = 0, last = 0;
@@ -381,21 +393,64 @@ static int normalize_op(session *s, const clb_norm_op *op, clb_buf *in, clb_buf 
             if (m < 0) break;
             PCRE2_SIZE *ov = pcre2_get_ovector_pointer(s->md);
             if (ov[1] == ov[0]) { pos = ov[0] + 1; continue; }
-            if ((rc = clb_buf_put(out, in->p + last, ov[0] - last)) != COLIBRI_OK) return rc;
-            if ((rc = clb_buf_put(out, op->b, op->blen)) != COLIBRI_OK) return rc;
+            PUT(in->p + last, ov[0] - last);
+            PUT(op->b, op->blen);
             last = pos = ov[1];
         }
-        return clb_buf_put(out, in->p + last, in->n - last);
+        PUT(in->p + last, in->n - last);
+        return COLIBRI_OK;
     }
     case CLB_N_STRIP: {
         size_t a = 0, b = in->n;
         if (op->left) while (a < b && (in->p[a] == ' ' || (in->p[a] >= '\t' && in->p[a] <= '\r'))) a++;
         if (op->right) while (b > a && (in->p[b - 1] == ' ' || (in->p[b - 1] >= '\t' && in->p[b - 1] <= '\r'))) b--;
-        return clb_buf_put(out, in->p + a, b - a);
+        PUT(in->p + a, b - a);
+        return COLIBRI_OK;
     }
     default:
         return clb_err(COLIBRI_ERR_INTERNAL, "tokenizer: unknown normalizer %d", op->kind);
     }
+#undef PUT
+}
+
+static const char *norm_name(int kind) {
+    static const char *const names[] = {"?", "NFC", "NFKC", "NFD", "NFKD", "Lowercase", "Prepend",
+                                        "Replace", "Replace", "Strip"};
+    return kind > 0 && kind < (int)CLB_ARRAY_LEN(names) ? names[kind] : "?";
+}
+
+/* Runs the normalizers over s->work. Normalizers can grow text (NFKD turns one character into
+   up to 18, a Replace can map one byte to many), and a chain of them multiplies: each one may
+   give at most CLB_NORM_GROWTH x its input + CLB_NORM_EXTRA bytes, and the chain at most
+   that much of the original text. */
+static int normalize(session *s) {
+    const clb_tokenizer *t = s->tok;
+    size_t orig = s->work.n;
+    size_t total_limit = orig > (SIZE_MAX - CLB_NORM_EXTRA) / CLB_NORM_GROWTH
+                             ? SIZE_MAX : orig * CLB_NORM_GROWTH + CLB_NORM_EXTRA;
+    clb_buf tmp = {0};
+    int rc = COLIBRI_OK;
+    for (int i = 0; i < t->n_norm && rc == COLIBRI_OK; i++) {
+        size_t in = s->work.n;
+        size_t step_limit = in > (SIZE_MAX - CLB_NORM_EXTRA) / CLB_NORM_GROWTH
+                                ? SIZE_MAX : in * CLB_NORM_GROWTH + CLB_NORM_EXTRA;
+        bool total = total_limit < step_limit;
+        rc = normalize_op(s, &t->norm[i], &s->work, &tmp, total ? total_limit : step_limit);
+        if (rc == NORM_TOO_BIG && total)
+            rc = clb_err(COLIBRI_ERR_FORMAT, "tokenizer: the normalizers grow %zu bytes of text past "
+                         "%zu bytes (at normalizer %d, %s): the limit for the chain is %d x the text + %d",
+                         orig, total_limit, i + 1, norm_name(t->norm[i].kind), CLB_NORM_GROWTH,
+                         CLB_NORM_EXTRA);
+        else if (rc == NORM_TOO_BIG)
+            rc = clb_err(COLIBRI_ERR_FORMAT, "tokenizer: normalizer %d (%s) grows %zu bytes of text "
+                         "past %zu bytes: the limit for one normalizer is %d x its input + %d", i + 1,
+                         norm_name(t->norm[i].kind), in, step_limit, CLB_NORM_GROWTH, CLB_NORM_EXTRA);
+        clb_buf x = s->work;
+        s->work = tmp;
+        tmp = x;
+    }
+    clb_buf_free(&tmp);
+    return rc;
 }
 
 /* ---------------- pre-tokenizers ---------------- */
@@ -578,17 +633,7 @@ static int encode_segment(session *s, const char *text, size_t len) {
     if (len == 0) return COLIBRI_OK;
     s->work.n = 0;
     if ((rc = clb_buf_put(&s->work, text, len)) != COLIBRI_OK) return rc;
-    if (t->n_norm) {
-        clb_buf tmp = {0};
-        for (int i = 0; i < t->n_norm; i++) {
-            rc = normalize_op(s, &t->norm[i], &s->work, &tmp);
-            if (rc != COLIBRI_OK) { clb_buf_free(&tmp); return rc; }
-            clb_buf x = s->work;
-            s->work = tmp;
-            tmp = x;
-        }
-        clb_buf_free(&tmp);
-    }
+    if (t->n_norm && (rc = normalize(s)) != COLIBRI_OK) return rc;
     if (s->work.n == 0) return COLIBRI_OK;
     if (t->model == CLB_MODEL_SPM) return model_piece(s, s->work.p, s->work.n);
     s->np = 0;
@@ -665,7 +710,7 @@ int clb_tok_encode(const clb_tokenizer *t, const char *text, size_t len, bool ad
     int rc = COLIBRI_OK;
     int n_t = add_special ? t->n_tmpl : 1;
     for (int ti = 0; ti < n_t && rc == COLIBRI_OK; ti++) {
-        if (add_special && t->tmpl[ti] >= 0) { emit(&s, t->tmpl[ti]); continue; }
+        if (add_special && t->tmpl[ti] != CLB_TMPL_SEQ) { emit(&s, t->tmpl[ti]); continue; }
         size_t pos = 0;
         while (pos < len && rc == COLIBRI_OK) {
             size_t st = len, en = len;

@@ -200,7 +200,9 @@ static const cJSON *key(const cJSON *g, const char *k) {
 
 static int32_t key_id(const cJSON *g, const char *k, int32_t def) {
     const cJSON *v = key(g, k);
-    return cJSON_IsNumber(v) ? (int32_t)v->valuedouble : def;
+    int32_t id;
+    if (!v) return def;
+    return clb_json_int(v, 0, 2147483648.0, &id) ? id : -1; /* a bad id means no such token */
 }
 
 static bool key_bool(const cJSON *g, const char *k, bool def) {

@@ -8,6 +8,7 @@
  * RobertaProcessing, BertProcessing, Sequence; decoders Sequence, ByteLevel, Replace,
  * ByteFallback, Fuse, Strip, Metaspace. Anything else is COLIBRI_ERR_UNSUPPORTED, never
  * silently ignored on the encoding side. */
+#include <stdio.h>
 #include <string.h>
 
 #include "text/tok_internal.h"
@@ -259,6 +260,15 @@ static int32_t vocab_id(const clb_tokenizer *t, const char *s) {
     return id;
 }
 
+/* A post-processor special token id that is not a token of the vocabulary. */
+static int post_bad_id(const clb_tokenizer *t, const char *name, const cJSON *v) {
+    char shown[64];
+    if (cJSON_IsNumber(v)) snprintf(shown, sizeof shown, "%.17g", v->valuedouble);
+    else snprintf(shown, sizeof shown, "not a number");
+    return clb_err(COLIBRI_ERR_FORMAT, "tokenizer.json: post_processor token \"%.40s\" has id %s, "
+                   "not a token id in [0, %d)", name ? name : "?", shown, (int)t->n_vocab);
+}
+
 static int parse_post(clb_tokenizer *t, const cJSON *p, bool *found) {
     const char *ty = jtype(p);
     *found = false;
@@ -280,7 +290,7 @@ static int parse_post(clb_tokenizer *t, const cJSON *p, bool *found) {
         cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(p, "single")) {
             const cJSON *sp = cJSON_GetObjectItemCaseSensitive(e, "SpecialToken");
             if (cJSON_GetObjectItemCaseSensitive(e, "Sequence")) {
-                if (n < 64) buf[n++] = -1;
+                if (n < 64) buf[n++] = CLB_TMPL_SEQ;
             } else if (sp) {
                 const char *name = jstr(sp, "id");
                 const cJSON *st = name ? cJSON_GetObjectItemCaseSensitive(specials, name) : NULL;
@@ -288,24 +298,31 @@ static int parse_post(clb_tokenizer *t, const cJSON *p, bool *found) {
                 if (!cJSON_IsArray(ids))
                     return clb_err(COLIBRI_ERR_FORMAT, "tokenizer.json: template token %s has no ids",
                                    name ? name : "?");
-                cJSON_ArrayForEach(x, ids) if (n < 64 && cJSON_IsNumber(x)) buf[n++] = (int32_t)x->valuedouble;
+                cJSON_ArrayForEach(x, ids) {
+                    if (n == 64)
+                        return clb_err(COLIBRI_ERR_UNSUPPORTED, "tokenizer.json: post_processor template "
+                                       "longer than 64 tokens");
+                    if (!clb_json_int(x, 0, t->n_vocab, &buf[n]))
+                        return post_bad_id(t, name, x);
+                    n++;
+                }
             }
         }
     } else if (!strcmp(ty, "RobertaProcessing") || !strcmp(ty, "BertProcessing")) {
         const cJSON *cls = cJSON_GetObjectItemCaseSensitive(p, "cls");
         const cJSON *sep = cJSON_GetObjectItemCaseSensitive(p, "sep");
         const cJSON *ci = cJSON_GetArrayItem(cls, 1), *si = cJSON_GetArrayItem(sep, 1);
-        if (!cJSON_IsNumber(ci) || !cJSON_IsNumber(si))
-            return clb_err(COLIBRI_ERR_FORMAT, "tokenizer.json: %s without cls/sep", ty);
-        buf[n++] = (int32_t)ci->valuedouble;
-        buf[n++] = -1;
-        buf[n++] = (int32_t)si->valuedouble;
+        if (!ci || !si) return clb_err(COLIBRI_ERR_FORMAT, "tokenizer.json: %s without cls/sep", ty);
+        if (!clb_json_int(ci, 0, t->n_vocab, &buf[0])) return post_bad_id(t, "cls", ci);
+        if (!clb_json_int(si, 0, t->n_vocab, &buf[2])) return post_bad_id(t, "sep", si);
+        buf[1] = CLB_TMPL_SEQ;
+        n = 3;
     } else {
         return clb_err(COLIBRI_ERR_UNSUPPORTED, "tokenizer.json: post_processor %s is not supported", ty);
     }
     bool has_seq = false;
-    for (int i = 0; i < n; i++) has_seq = has_seq || buf[i] == -1;
-    if (!has_seq && n < 64) buf[n++] = -1;
+    for (int i = 0; i < n; i++) has_seq = has_seq || buf[i] == CLB_TMPL_SEQ;
+    if (!has_seq && n < 64) buf[n++] = CLB_TMPL_SEQ;
     t->tmpl = clb_malloc((size_t)n * sizeof(int32_t));
     if (!t->tmpl) return clb_err(COLIBRI_ERR_NOMEM, "tokenizer: out of memory");
     memcpy(t->tmpl, buf, (size_t)n * sizeof(int32_t));
@@ -358,6 +375,17 @@ static int parse_merges(clb_tokenizer *t, const cJSON *merges) {
     return rc;
 }
 
+/* The error for an id that is not an integer in [0, limit). */
+static int bad_id(const char *what, const char *name, const cJSON *v, size_t n_entries, double limit) {
+    char shown[64];
+    if (cJSON_IsNumber(v)) snprintf(shown, sizeof shown, "%.17g", v->valuedouble);
+    else snprintf(shown, sizeof shown, "%s", v ? "not a number" : "missing");
+    return clb_err(COLIBRI_ERR_FORMAT,
+                   "tokenizer.json: %s \"%.40s\" has id %s: ids must be integers in [0, %.0f) "
+                   "(2 x the %zu entries + %d)", what, name ? name : "?", shown, limit, n_entries,
+                   CLB_TOK_ID_SLACK);
+}
+
 static int load(clb_tokenizer **out, const cJSON *root, const cJSON *cfg) {
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
     const char *mt = jtype(model);
@@ -370,20 +398,28 @@ static int load(clb_tokenizer **out, const cJSON *root, const cJSON *cfg) {
     if (!cJSON_IsObject(vocab) || !cJSON_IsArray(merges))
         return clb_err(COLIBRI_ERR_FORMAT, "tokenizer.json: BPE model without vocab/merges");
     const cJSON *added = cJSON_GetObjectItemCaseSensitive(root, "added_tokens"), *e;
-    double max_id = -1;
+    /* Arrays are sized by the largest id, so the largest id is bounded by the number of
+       entries that give ids (a few holes are allowed, a huge id in a small file is not). */
+    int32_t max_id = -1, id;
+    size_t n_entries = 0;
+    cJSON_ArrayForEach(e, vocab) n_entries++;
+    cJSON_ArrayForEach(e, added) n_entries++;
+    double id_limit = CLB_MIN(2.0 * (double)n_entries + CLB_TOK_ID_SLACK, (double)(1 << 30));
     cJSON_ArrayForEach(e, vocab) {
-        if (!cJSON_IsNumber(e) || e->valuedouble < 0 || e->valuedouble >= (1 << 30))
-            return clb_err(COLIBRI_ERR_FORMAT, "tokenizer.json: bad id for vocab entry");
-        if (e->valuedouble > max_id) max_id = e->valuedouble;
+        if (!clb_json_int(e, 0, id_limit, &id))
+            return bad_id("vocab entry", e->string, e, n_entries, id_limit);
+        if (id > max_id) max_id = id;
     }
     cJSON_ArrayForEach(e, added) {
-        const cJSON *id = cJSON_GetObjectItemCaseSensitive(e, "id");
-        if (!cJSON_IsNumber(id) || id->valuedouble < 0 || id->valuedouble >= (1 << 30) ||
-            !jstr(e, "content"))
-            return clb_err(COLIBRI_ERR_FORMAT, "tokenizer.json: malformed added token");
-        if (id->valuedouble > max_id) max_id = id->valuedouble;
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(e, "id");
+        if (!jstr(e, "content"))
+            return clb_err(COLIBRI_ERR_FORMAT, "tokenizer.json: added token without content");
+        if (!clb_json_int(v, 0, id_limit, &id))
+            return bad_id("added token", jstr(e, "content"), v, n_entries, id_limit);
+        if (id > max_id) max_id = id;
     }
-    clb_tokenizer *t = clb_tok_alloc((int32_t)max_id + 1);
+    if (max_id < 0) return clb_err(COLIBRI_ERR_FORMAT, "tokenizer.json: the vocabulary is empty");
+    clb_tokenizer *t = clb_tok_alloc(max_id + 1);
     if (!t) return COLIBRI_ERR_NOMEM;
     *out = t;
     t->model = CLB_MODEL_BPE;
@@ -398,12 +434,12 @@ static int load(clb_tokenizer **out, const cJSON *root, const cJSON *cfg) {
     if (ew && *ew) t->eow_suffix = dupn(ew, strlen(ew));
     int rc;
     cJSON_ArrayForEach(e, vocab) {
-        if ((rc = clb_tok_set_token(t, (int32_t)e->valuedouble, e->string, strlen(e->string))) != COLIBRI_OK)
-            return rc;
+        clb_json_int(e, 0, id_limit, &id);
+        if ((rc = clb_tok_set_token(t, id, e->string, strlen(e->string))) != COLIBRI_OK) return rc;
     }
     bool bl = t->byte_level;
     cJSON_ArrayForEach(e, added) {
-        int32_t id = (int32_t)cJSON_GetObjectItemCaseSensitive(e, "id")->valuedouble;
+        clb_json_int(cJSON_GetObjectItemCaseSensitive(e, "id"), 0, id_limit, &id); /* checked above */
         const char *c = jstr(e, "content");
         clb_added_tok a = {id, (char *)c, strlen(c), jbool(e, "special", false), jbool(e, "lstrip", false),
                            jbool(e, "rstrip", false), jbool(e, "single_word", false),
@@ -467,7 +503,7 @@ static int load(clb_tokenizer **out, const cJSON *root, const cJSON *cfg) {
             t->n_tmpl = 0;
         }
     }
-    if (t->bos_id < 0 && t->tmpl && t->n_tmpl > 1 && t->tmpl[0] >= 0) t->bos_id = t->tmpl[0];
+    if (t->bos_id < 0 && t->tmpl && t->n_tmpl > 1 && t->tmpl[0] != CLB_TMPL_SEQ) t->bos_id = t->tmpl[0];
     return clb_tok_finish(t);
 }
 

@@ -51,6 +51,15 @@ typedef struct clb_added_tok {
     bool special, lstrip, rstrip, single_word, normalized;
 } clb_added_tok;
 
+/* Largest id a tokenizer.json may use: below 2 x its entries + this (see tok_hf.c). */
+#define CLB_TOK_ID_SLACK 1024
+/* Growth allowed to normalizers (each one, and the chain): N x the input + EXTRA bytes. The
+   worst real case is NFKD/NFKC of U+FDFA, 3 bytes -> 33. */
+#define CLB_NORM_GROWTH 16
+#define CLB_NORM_EXTRA 256
+/* The place of the text in a post-processor template (every other entry is a token id). */
+#define CLB_TMPL_SEQ (-1)
+
 enum { CLB_MODEL_BPE = 1, CLB_MODEL_SPM = 2 };
 
 /* normalizer steps (a Sequence is flattened) */
@@ -106,7 +115,7 @@ struct clb_tokenizer {
     char *cont_prefix, *eow_suffix; /* BPE continuing_subword_prefix / end_of_word_suffix */
     int32_t unk_id, bos_id, eos_id, pad_id;
     bool add_bos, add_eos;
-    int32_t *tmpl;    /* post-processor single template: ids, -1 marks the sequence */
+    int32_t *tmpl;    /* post-processor single template: ids, CLB_TMPL_SEQ marks the sequence */
     int n_tmpl;
     clb_added_tok *added;
     int n_added;
@@ -144,6 +153,9 @@ long clb_bytelevel_decode(const char *s, size_t n, char *out);
 /* Unicode normalization via utf8proc; returns a heap NUL-terminated string. kind CLB_N_*. */
 int clb_unicode_normalize(int kind, const char *s, size_t n, char **out, size_t *out_len);
 pcre2_code *clb_regex_compile(const char *pattern, size_t len, const char *what);
+/* A JSON number that is an integer in [lo, hi) (checked before any conversion): true and *out
+   set, else false. */
+bool clb_json_int(const cJSON *v, double lo, double hi, int32_t *out);
 
 
 /* tok_build.c: common construction */

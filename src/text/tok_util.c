@@ -287,6 +287,14 @@ int clb_unicode_normalize(int kind, const char *s, size_t n, char **out, size_t 
     return COLIBRI_OK;
 }
 
+bool clb_json_int(const cJSON *v, double lo, double hi, int32_t *out) {
+    if (!cJSON_IsNumber(v)) return false;
+    double d = v->valuedouble;
+    if (!(d >= lo && d < hi) || d != (double)(int64_t)d) return false; /* NaN fails too */
+    *out = (int32_t)d;
+    return true;
+}
+
 pcre2_code *clb_regex_compile(const char *pattern, size_t len, const char *what) {
     int err = 0;
     PCRE2_SIZE erroff = 0;

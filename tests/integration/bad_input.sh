@@ -103,5 +103,42 @@ expect_fail "unknown command" frobnicate
 expect_fail "dtype" convert "$FX/llama-dense/hf" -o "$WORK/x.colibri" --dtype q3_z
 expect_fail "moe_top_k" run -m "$FX/mixtral/model-q8_0.gguf" --tokens 1 --moe-top-k 9
 
+# hostile tokenizer files and token lists (issue 13): sizes are bounded by what the file holds,
+# every id is checked before it is converted
+tokjson() { # FILE VOCAB_JSON [NORMALIZER_JSON] [POST_JSON]
+    cat >"$1" <<EOT
+{"model": {"type": "BPE", "vocab": $2, "merges": []}, "added_tokens": [],
+ "normalizer": ${3:-null}, "pre_tokenizer": null, "post_processor": ${4:-null}, "decoder": null}
+EOT
+}
+tokjson "$WORK/hugeid.json" '{"a": 0, "b": 1073741823}'
+expect_fail "2 x the 2 entries" tokenize --tokenizer "$WORK/hugeid.json" --text ab
+tokjson "$WORK/bigid.json" '{"a": 0, "b": 100000000}'
+expect_fail "ids must be integers in \[0, 1028)" tokenize --tokenizer "$WORK/bigid.json" --text ab
+tokjson "$WORK/fracid.json" '{"a": 0, "b": 1.5}'
+expect_fail "has id 1.5" tokenize --tokenizer "$WORK/fracid.json" --text ab
+# 40 normalizers that each double the text
+norms=$("$PYTHON" -c 'import json; print(json.dumps({"type": "Sequence", "normalizers": [{"type": "Replace", "pattern": {"String": "a"}, "content": "aa"}] * 40}))')
+tokjson "$WORK/grow.json" '{"a": 0}' "$norms"
+expect_fail "limit for the chain is 16 x the text + 256" tokenize --tokenizer "$WORK/grow.json" --text aaaa
+tokjson "$WORK/grow1.json" '{"a": 0}' '{"type": "Replace", "pattern": {"String": "a"}, "content": "'"$(printf 'a%.0s' $(seq 1 300))"'"}'
+expect_fail "limit for one normalizer is 16 x its input + 256" tokenize --tokenizer "$WORK/grow1.json" --text a
+# a negative id in the post-processor's special tokens is not the "sequence goes here" mark
+post='{"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "X", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}], "pair": [], "special_tokens": {"X": {"id": "X", "ids": [-1], "tokens": ["X"]}}}'
+tokjson "$WORK/negpost.json" '{"a": 0}' null "$post"
+expect_fail 'post_processor token "X" has id -1' tokenize --tokenizer "$WORK/negpost.json" --text a --special
+# a word that yields no token first (no <unk>, "z" unknown): no undefined behaviour (UBSan
+# build: memcpy to a NULL cache)
+tokjson "$WORK/notok.json" '{"a": 0, "b": 0, "c": 1}'
+out=$("$COLIBRI" tokenize --tokenizer "$WORK/notok.json" --text "z" 2>&1) || fail "tokenize of a word with no token failed: $out"
+[ -z "$out" ] || fail "tokenize of a word with no token printed '$out'"
+# ids given to --jsonl --decode are integers, or the line is refused
+tokjson "$WORK/ok.json" '{"a": 0, "b": 1}'
+for bad in '[0,"x",1]' '[0,2.7]' '[0,1e20]' '[0,-1e20]' '[null]' '{"a":1}'; do
+    echo "$bad" | expect_fail "not" tokenize --tokenizer "$WORK/ok.json" --jsonl --decode
+done
+echo '[0,1,0]' | "$COLIBRI" tokenize --tokenizer "$WORK/ok.json" --jsonl --decode >"$WORK/out" 2>&1 || fail "--jsonl --decode of good ids"
+grep -qx '"aba"' "$WORK/out" || fail "--jsonl --decode [0,1,0] gave $(cat "$WORK/out")"
+
 [ "$FAILS" -eq 0 ] && echo "bad_input: all cases failed cleanly"
 [ "$FAILS" -eq 0 ]
