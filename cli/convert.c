@@ -6,21 +6,30 @@
 #include "colibri.h"
 
 static void help(void) {
-    puts("usage: colibri convert SRC -o OUT.colibri [--dtype T] [--expert-dtype T]\n"
+    puts("usage: colibri convert SRC -o OUT.colibri [--dtype T | --mix M] [--expert-dtype T] [--threads N]\n"
          "\n"
          "SRC is a Hugging Face model directory (config.json + model.safetensors or sharded\n"
          "safetensors with model.safetensors.index.json; F32/F16/BF16), a .gguf file or a .colibri file.\n"
          "\n"
          "  -o, --output PATH     the .colibri file to write\n"
-         "  --dtype T             dense weights: f32, f16, bf16, q8_0 or q4_0 (default: keep the\n"
-         "                        source's; a GGUF's quantized blocks stay bit-exact)\n"
-         "  --expert-dtype T      routed experts (default: as --dtype)\n"
+         "  --dtype T             every weight matrix: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1,\n"
+         "                        q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs or mxfp4 (default: keep\n"
+         "                        the source's; a GGUF's quantized blocks stay bit-exact), or a\n"
+         "                        llama.cpp mix Q3_K_S, Q3_K_M, Q3_K_L, Q4_K_S, Q4_K_M, Q5_K_S, Q5_K_M\n"
+         "  --mix M               a llama.cpp mix by any llama-quantize name (the above, Q2_K, Q6_K,\n"
+         "                        IQ4_NL, IQ4_XS, Q4_0, Q8_0, ...): each tensor gets the type\n"
+         "                        llama-quantize gives it without an importance matrix, block for block\n"
+         "  --expert-dtype T      routed experts: a type or a suffixed mix (default: as --dtype)\n"
          "  --expert-dtype-map M  per-expert dtypes (heterogeneous experts): \"0-3:q8_0,4-7:q4_0\" for\n"
          "                        every layer, or JSON {\"*\": \"0-7:q4_0\", \"0-1\": \"0-3:q8_0\"} inline or\n"
          "                        in a .json file (later keys win)\n"
+         "  --threads N           converting threads (default: every CPU)\n"
          "  -h, --help            this help\n"
          "\n"
-         "Router weights, norms and biases always stay f32. q8_0 and q4_0 are GGUF's Q8_0/Q4_0 blocks.");
+         "Router weights, norms and biases always stay f32. Every type is GGUF's block layout, quantized\n"
+         "as ggml's reference quantizer does (no importance matrix). A single type (q4_k) goes to every\n"
+         "matrix; a matrix whose rows do not fit its blocks is stored f16. Note llama-quantize's Q4_K and\n"
+         "Q5_K are its Q4_K_M and Q5_K_M mixes: use --mix Q4_K for those.");
 }
 
 static void on_progress(double f, void *user) { cli_progress_update(user, f); }
@@ -39,6 +48,14 @@ int cmd_convert(int argc, char **argv) {
             if (!(p.dtype = cli_value(argc, argv, &i))) return 2;
         } else if (!strcmp(a, "--expert-dtype")) {
             if (!(p.expert_dtype = cli_value(argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "--mix")) {
+            if (!(p.mix = cli_value(argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "--threads")) {
+            const char *v = cli_value(argc, argv, &i);
+            long t;
+            if (!v) return 2;
+            if (!cli_int(v, 1, 1024, &t)) return cli_fail("convert: --threads wants 1..1024, not '%s'", v), 2;
+            p.n_threads = (int32_t)t;
         } else if (!strcmp(a, "--expert-dtype-map")) {
             if (!(p.expert_dtype_map = cli_value(argc, argv, &i))) return 2;
         } else if (a[0] == '-') {

@@ -300,14 +300,20 @@ int colibri_stop_check(const char *text, size_t len, size_t from, const char *co
 /* ---- model files ---- */
 
 typedef struct colibri_convert_params {
-    const char *dtype;        /* "f32", "f16", "bf16", "q8_0", "q4_0"; NULL keeps the source's
-                                 dtypes (a GGUF's quantized blocks stay bit-exact) */
-    const char *expert_dtype; /* routed experts; NULL = as dtype */
+    const char *dtype;        /* a type: "f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1",
+                                 "q2_k" ... "q6_k", "iq4_nl", "iq4_xs", "mxfp4" (every matrix gets it),
+                                 or a llama.cpp mix with a size suffix ("Q4_K_M", "Q3_K_S", ...);
+                                 NULL keeps the source's dtypes (a GGUF's quantized blocks stay bit-exact) */
+    const char *expert_dtype; /* routed experts: a type or a suffixed mix; NULL = as dtype */
     const char *expert_dtype_map; /* per-expert dtypes: "0-3:q8_0,4-7:q4_0" (every layer) or a
                                      JSON object {"*"|"L"|"L0-L1": "EXPERTS:dtype,..."} inline or
                                      in a .json file; overrides expert_dtype where it applies */
     void (*progress)(double fraction, void *user); /* may be NULL */
     void *user;
+    const char *mix;          /* any llama-quantize type name as a mix ("Q4_K_M", "Q6_K", "IQ4_XS",
+                                 "Q8_0", ...): each tensor gets the type llama-quantize gives it
+                                 without an importance matrix (instead of dtype) */
+    int32_t n_threads;        /* converting threads; 0 = every CPU */
 } colibri_convert_params;
 
 /* Converts a Hugging Face directory, GGUF file or .colibri file to a .colibri file,

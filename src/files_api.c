@@ -7,6 +7,7 @@
 #include "core/common.h"
 #include "format/container.h"
 #include "model/convert.h"
+#include "model/mix.h"
 #include "model/source.h"
 
 typedef struct progress_adapter {
@@ -19,27 +20,42 @@ static void progress_bytes(uint64_t done, uint64_t total, void *user) {
     a->fn(total ? (double)done / (double)total : 1.0, a->user);
 }
 
+/* A dtype argument: a single type, or a mix with a size suffix ("Q4_K_M"). */
+static int parse_dtype(const char *what, const char *name, int *dtype, int *mix) {
+    clb_dtype d;
+    if (clb_dtype_from_name(name, &d) == 0) {
+        if (!clb_dtype_can_quantize(d))
+            return clb_err(COLIBRI_ERR_ARG, "%s '%s' cannot be written (it is an activation-only format)", what, name);
+        *dtype = d;
+        return COLIBRI_OK;
+    }
+    int m = clb_mix_from_name(name, true);
+    if (m == CLB_MIX_NONE)
+        return clb_err(COLIBRI_ERR_ARG,
+                       "unknown %s '%s' (types: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, "
+                       "q6_k, iq4_nl, iq4_xs, mxfp4; mixes: Q3_K_S, Q3_K_M, Q3_K_L, Q4_K_S, Q4_K_M, Q5_K_S, Q5_K_M)",
+                       what, name);
+    *mix = m;
+    return COLIBRI_OK;
+}
+
 int colibri_convert(const char *src_path, const char *dst_path, const colibri_convert_params *p,
                     uint64_t *bytes_in, uint64_t *bytes_out) {
     if (!src_path || !dst_path) return clb_err(COLIBRI_ERR_ARG, "convert needs a source and a destination");
-    clb_convert_opts o = {.dtype = -1, .expert_dtype = -1, .expert_dtype_map = NULL};
+    clb_convert_opts o = {.dtype = -1, .expert_dtype = -1, .mix = CLB_MIX_NONE, .expert_mix = CLB_MIX_NONE};
     progress_adapter pa = {0};
+    int rc;
     if (p) {
-        clb_dtype d;
-        if (p->dtype) {
-            if (clb_dtype_from_name(p->dtype, &d) || !clb_dtype_can_quantize(d))
-                return clb_err(COLIBRI_ERR_ARG, "unknown or unsupported dtype '%s' (use f32, f16, bf16, q8_0 or q4_0)",
-                               p->dtype);
-            o.dtype = d;
-        }
-        if (p->expert_dtype) {
-            if (clb_dtype_from_name(p->expert_dtype, &d) || !clb_dtype_can_quantize(d))
-                return clb_err(COLIBRI_ERR_ARG,
-                               "unknown or unsupported expert dtype '%s' (use f32, f16, bf16, q8_0 or q4_0)",
-                               p->expert_dtype);
-            o.expert_dtype = d;
+        if (p->dtype && (rc = parse_dtype("dtype", p->dtype, &o.dtype, &o.mix))) return rc;
+        if (p->expert_dtype && (rc = parse_dtype("expert dtype", p->expert_dtype, &o.expert_dtype, &o.expert_mix)))
+            return rc;
+        if (p->mix) {
+            if (o.mix != CLB_MIX_NONE || o.dtype >= 0)
+                return clb_err(COLIBRI_ERR_ARG, "give either a mix (%s) or a dtype (%s), not both", p->mix, p->dtype);
+            if ((o.mix = clb_mix_from_name(p->mix, false)) == CLB_MIX_NONE) return COLIBRI_ERR_ARG;
         }
         o.expert_dtype_map = p->expert_dtype_map;
+        o.n_threads = p->n_threads;
         if (p->progress) {
             pa.fn = p->progress;
             pa.user = p->user;
@@ -48,7 +64,7 @@ int colibri_convert(const char *src_path, const char *dst_path, const colibri_co
         }
     }
     clb_convert_report rep;
-    int rc = clb_convert(src_path, dst_path, &o, &rep);
+    rc = clb_convert(src_path, dst_path, &o, &rep);
     if (rc == COLIBRI_OK) {
         if (bytes_in) *bytes_in = rep.bytes_in;
         if (bytes_out) *bytes_out = rep.bytes_out;

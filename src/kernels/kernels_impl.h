@@ -118,6 +118,15 @@ void clb_quant_q5_0(const float *src, void *dst, int64_t n);
 void clb_quant_q5_1(const float *src, void *dst, int64_t n);
 void clb_quant_q8_0(const float *src, void *dst, int64_t n);
 void clb_quant_q8_k(const float *src, void *dst, int64_t n);
+/* quant_k.c: ggml's quantizers of the super-block and non-linear formats */
+void clb_quant_q2_k(const float *src, void *dst, int64_t n);
+void clb_quant_q3_k(const float *src, void *dst, int64_t n);
+void clb_quant_q4_k(const float *src, void *dst, int64_t n);
+void clb_quant_q5_k(const float *src, void *dst, int64_t n);
+void clb_quant_q6_k(const float *src, void *dst, int64_t n);
+void clb_quant_iq4_nl(const float *src, void *dst, int64_t n);
+void clb_quant_iq4_xs(const float *src, void *dst, int64_t n);
+void clb_quant_mxfp4(const float *src, void *dst, int64_t n);
 
 /* Table fillers. Each overrides only the entries it implements. */
 void clb_kernels_fill_generic(clb_kernels *k);

@@ -90,6 +90,8 @@ bool clb_dtype_can_quantize(int dtype) {
     switch (dtype) {
     case CLB_DT_F32: case CLB_DT_F16: case CLB_DT_BF16:
     case CLB_DT_Q4_0: case CLB_DT_Q4_1: case CLB_DT_Q5_0: case CLB_DT_Q5_1: case CLB_DT_Q8_0:
+    case CLB_DT_Q2_K: case CLB_DT_Q3_K: case CLB_DT_Q4_K: case CLB_DT_Q5_K: case CLB_DT_Q6_K:
+    case CLB_DT_IQ4_NL: case CLB_DT_IQ4_XS: case CLB_DT_MXFP4:
         return true;
     default:
         return false;
@@ -595,6 +597,14 @@ void clb_quantize_row_ref(clb_dtype t, const float *src, void *dst, int64_t n) {
     case CLB_DT_Q5_1: clb_quant_q5_1(src, dst, n); break;
     case CLB_DT_Q8_0: clb_quant_q8_0(src, dst, n); break;
     case CLB_DT_Q8_K: clb_quant_q8_k(src, dst, n); break;
+    case CLB_DT_Q2_K: clb_quant_q2_k(src, dst, n); break;
+    case CLB_DT_Q3_K: clb_quant_q3_k(src, dst, n); break;
+    case CLB_DT_Q4_K: clb_quant_q4_k(src, dst, n); break;
+    case CLB_DT_Q5_K: clb_quant_q5_k(src, dst, n); break;
+    case CLB_DT_Q6_K: clb_quant_q6_k(src, dst, n); break;
+    case CLB_DT_IQ4_NL: clb_quant_iq4_nl(src, dst, n); break;
+    case CLB_DT_IQ4_XS: clb_quant_iq4_xs(src, dst, n); break;
+    case CLB_DT_MXFP4: clb_quant_mxfp4(src, dst, n); break;
     default: break; /* not producible: callers check clb_dtype_can_quantize */
     }
 }

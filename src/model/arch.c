@@ -202,6 +202,7 @@ const clb_arch_desc *clb_arch_from_gguf_name(const char *gguf_arch) {
 }
 
 const char *clb_arch_name(const clb_arch_desc *d) { return d ? d->name : "?"; }
+const char *clb_arch_gguf_name(const clb_arch_desc *d) { return d ? d->gguf_arch : "?"; }
 
 void clb_arch_gguf_defaults(const clb_arch_desc *d, clb_hparams *hp) {
     snprintf(hp->arch, sizeof hp->arch, "%s", d->name);

@@ -1,15 +1,21 @@
 /* convert.c — source -> .colibri. Router weights, norms and biases stay f32; other matrices
- * get the requested dtype (experts may get their own). A tensor whose source dtype equals
- * its target is copied byte for byte, so GGUF quantized blocks stay bit-exact. */
+ * get the requested dtype (experts may get their own), or the type a llama.cpp mix gives
+ * them (mix.c). A tensor whose source dtype equals its target is copied byte for byte, so
+ * GGUF quantized blocks stay bit-exact. Rows are converted on a thread pool, each row by one
+ * thread with the reference quantizers, so the bytes do not depend on the thread count. */
+#include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/common.h"
 #include "core/platform.h"
+#include "core/threadpool.h"
 #include "format/container.h"
 #include "model/convert.h"
 #include "model/loader.h"
+#include "model/mix.h"
 #include "model/source.h"
 
 enum { CHUNK_BYTES = 1 << 20 };
@@ -110,12 +116,28 @@ int clb_expert_dtype_map_parse(const char *spec, int n_layer, int n_expert, int 
     return rc;
 }
 
-static int target_dtype(const clb_src_tensor *t, const clb_convert_opts *o, const int *emap, int n_expert,
-                        bool *fallback) {
+/* Type of source tensor t. plan / eplan: the mixes' types for dense / expert tensors (source
+   order, -1 = not quantized), or NULL. */
+static int target_dtype(const clb_source *s, const clb_src_tensor *t, const clb_convert_opts *o, const int *emap,
+                        const int *plan, const int *eplan, bool *fallback) {
     *fallback = false;
-    int want = t->expert >= 0 && o->expert_dtype >= 0 ? o->expert_dtype : o->dtype;
-    if (t->expert >= 0 && emap && emap[t->layer * n_expert + t->expert] >= 0) want = emap[t->layer * n_expert + t->expert];
-    if (keep_f32(t)) want = clb_type(t->dtype) && clb_type(t->dtype)->is_quantized ? t->dtype : CLB_DT_F32;
+    const int n_expert = s->hp.n_expert;
+    const size_t idx = (size_t)(t - s->tensors);
+    int want = o->dtype;
+    const int *p = plan;
+    if (t->expert >= 0) {
+        if (o->expert_dtype >= 0) want = o->expert_dtype, p = NULL;
+        else if (eplan) p = eplan;
+        if (emap && emap[t->layer * n_expert + t->expert] >= 0) want = emap[t->layer * n_expert + t->expert], p = NULL;
+    }
+    const bool src_quantized = clb_type(t->dtype) && clb_type(t->dtype)->is_quantized;
+    if (p) { /* the mix decides, fallbacks included; what it leaves alone stays f32 */
+        if (p[idx] < 0) return src_quantized ? t->dtype : CLB_DT_F32;
+        uint64_t rb;
+        if (!clb_row_bytes(p[idx], t->shape[t->n_dims - 1], &rb)) return CLB_DT_F16;
+        return p[idx];
+    }
+    if (keep_f32(t)) want = src_quantized ? t->dtype : CLB_DT_F32;
     if (want < 0) return t->dtype;
     uint64_t rb;
     if (!clb_row_bytes(want, t->shape[t->n_dims - 1], &rb)) {
@@ -125,43 +147,89 @@ static int target_dtype(const clb_src_tensor *t, const clb_convert_opts *o, cons
     return want;
 }
 
-static int convert_tensor(clb_cwriter *w, int idx, const clb_src_tensor *t, int dst_dtype, uint8_t *out_buf,
-                          uint8_t *src_buf, float *row_f32, uint64_t *done, uint64_t total, const clb_convert_opts *o) {
+/* ---- row conversion on the thread pool ---- */
+
+typedef struct conv_job {
+    const clb_src_tensor *t;
+    int dst_dtype;
+    int64_t cols;
+    uint64_t src_rb, dst_rb, row0, n_rows;
+    uint8_t *out;          /* [n_rows][dst_rb] */
+    float **rows;          /* per thread: [cols] */
+    uint8_t **stage;       /* per thread: [src_rb] for unaligned sources */
+    _Atomic int64_t bad_row; /* first row with a non-finite value, or -1 */
+} conv_job;
+
+static void conv_rows(void *ctx, int ith, int nth) {
+    conv_job *j = ctx;
+    int64_t lo, hi;
+    clb_split((int64_t)j->n_rows, ith, nth, 1, &lo, &hi);
+    float *row = j->rows[ith];
+    for (int64_t r = lo; r < hi; r++) {
+        /* safetensors data need not be naturally aligned: copy such rows first */
+        const uint8_t *src = j->t->data + (j->row0 + (uint64_t)r) * j->src_rb;
+        if ((uintptr_t)src % 4 != 0) {
+            memcpy(j->stage[ith], src, (size_t)j->src_rb);
+            src = j->stage[ith];
+        }
+        clb_dequantize_row_ref(j->t->dtype, src, row, j->cols);
+        for (int64_t c = 0; c < j->cols; c++)
+            if (!isfinite(row[c])) {
+                int64_t want = -1, me = (int64_t)j->row0 + r;
+                while (!atomic_compare_exchange_weak(&j->bad_row, &want, me) && (want < 0 || want > me)) {}
+                break;
+            }
+        clb_quantize_row_ref(j->dst_dtype, row, j->out + (uint64_t)r * j->dst_rb, j->cols);
+    }
+}
+
+typedef struct conv_ctx {
+    clb_cwriter *w;
+    clb_pool *pool;
+    int n_threads;
+    uint8_t *out_buf;      /* CHUNK_BYTES * n_threads (+ one row) */
+    uint64_t out_cap;
+    float **rows;
+    uint8_t **stage;
+    uint64_t done, total;
+    const clb_convert_opts *o;
+} conv_ctx;
+
+static int convert_tensor(conv_ctx *c, int idx, const clb_src_tensor *t, int dst_dtype) {
+    const clb_convert_opts *o = c->o;
     if (dst_dtype == t->dtype) {
         for (uint64_t off = 0; off < t->size; off += CHUNK_BYTES) {
             uint64_t n = CLB_MIN((uint64_t)CHUNK_BYTES, t->size - off);
-            int rc = clb_cwriter_write(w, idx, t->data + off, n);
+            int rc = clb_cwriter_write(c->w, idx, t->data + off, n);
             if (rc) return rc;
-            *done += n;
-            if (o->progress) o->progress(*done, total, o->user);
+            c->done += n;
+            if (o->progress) o->progress(c->done, c->total, o->user);
         }
         return COLIBRI_OK;
     }
     if (!clb_dtype_is_weight(t->dtype))
         return clb_err(COLIBRI_ERR_UNSUPPORTED, "tensor '%s': cannot convert from %s", t->name, clb_dtype_name(t->dtype));
-    const int64_t cols = t->shape[t->n_dims - 1];
-    uint64_t src_rb, dst_rb;
-    clb_row_bytes(t->dtype, cols, &src_rb);
-    clb_row_bytes(dst_dtype, cols, &dst_rb);
-    uint64_t n_rows = t->size / src_rb;
-    uint64_t rows_per_chunk = CLB_MAX((uint64_t)1, (uint64_t)CHUNK_BYTES / dst_rb);
+    conv_job j = {.t = t, .dst_dtype = dst_dtype, .cols = t->shape[t->n_dims - 1], .rows = c->rows, .stage = c->stage,
+                  .out = c->out_buf};
+    atomic_init(&j.bad_row, -1);
+    clb_row_bytes(t->dtype, j.cols, &j.src_rb);
+    clb_row_bytes(dst_dtype, j.cols, &j.dst_rb);
+    const uint64_t n_rows = t->size / j.src_rb;
+    const uint64_t rows_per_chunk = CLB_MAX((uint64_t)1, c->out_cap / j.dst_rb);
     for (uint64_t r = 0; r < n_rows;) {
-        uint64_t cnt = CLB_MIN(rows_per_chunk, n_rows - r);
-        for (uint64_t i = 0; i < cnt; i++) {
-            /* safetensors data need not be naturally aligned: copy such rows first */
-            const uint8_t *src = t->data + (r + i) * src_rb;
-            if ((uintptr_t)src % 4 != 0) {
-                memcpy(src_buf, src, (size_t)src_rb);
-                src = src_buf;
-            }
-            clb_dequantize_row_ref(t->dtype, src, row_f32, cols);
-            clb_quantize_row_ref(dst_dtype, row_f32, out_buf + i * dst_rb, cols);
-        }
-        int rc = clb_cwriter_write(w, idx, out_buf, cnt * dst_rb);
+        j.row0 = r;
+        j.n_rows = CLB_MIN(rows_per_chunk, n_rows - r);
+        if (j.n_rows > 1 && c->pool) clb_pool_run(c->pool, conv_rows, &j);
+        else conv_rows(&j, 0, 1);
+        int64_t bad = atomic_load(&j.bad_row);
+        if (bad >= 0)
+            return clb_err(COLIBRI_ERR_FORMAT, "tensor '%s': row %lld holds a NaN or infinite value", t->name,
+                           (long long)bad);
+        int rc = clb_cwriter_write(c->w, idx, c->out_buf, j.n_rows * j.dst_rb);
         if (rc) return rc;
-        *done += cnt * src_rb;
-        if (o->progress) o->progress(*done, total, o->user);
-        r += cnt;
+        c->done += j.n_rows * j.src_rb;
+        if (o->progress) o->progress(c->done, c->total, o->user);
+        r += j.n_rows;
     }
     return COLIBRI_OK;
 }
@@ -174,6 +242,12 @@ int clb_convert(const char *src_path, const char *dst_path, const clb_convert_op
         return clb_err(COLIBRI_ERR_ARG, "convert cannot produce dtype %s", clb_dtype_name(o->dtype));
     if (o->expert_dtype >= 0 && !clb_dtype_can_quantize(o->expert_dtype))
         return clb_err(COLIBRI_ERR_ARG, "convert cannot produce dtype %s", clb_dtype_name(o->expert_dtype));
+    if (o->mix >= 0 && o->dtype >= 0)
+        return clb_err(COLIBRI_ERR_ARG, "a mix (%s) and a dtype (%s) cannot both be given", clb_mix_name(o->mix),
+                       clb_dtype_name(o->dtype));
+    if (o->expert_mix >= 0 && o->expert_dtype >= 0)
+        return clb_err(COLIBRI_ERR_ARG, "an expert mix (%s) and an expert dtype (%s) cannot both be given",
+                       clb_mix_name(o->expert_mix), clb_dtype_name(o->expert_dtype));
     /* bind the model once: every shape is checked against the config before a byte is
        written, with the loader's messages */
     clb_model *check;
@@ -183,11 +257,12 @@ int clb_convert(const char *src_path, const char *dst_path, const clb_convert_op
     clb_source s;
     if ((rc = clb_source_open(src_path, &s))) return rc;
     const int n = s.n_tensors;
-    clb_cw_tensor *desc = clb_calloc((size_t)(n ? n : 1), sizeof *desc);
-    int *order = clb_calloc((size_t)(n ? n : 1), sizeof *order), *dt = clb_calloc((size_t)(n ? n : 1), sizeof *dt);
+    const size_t nn = (size_t)(n ? n : 1);
+    clb_cw_tensor *desc = clb_calloc(nn, sizeof *desc);
+    int *order = clb_calloc(nn, sizeof *order), *dt = clb_calloc(nn, sizeof *dt);
+    int *plan = NULL, *eplan = NULL; /* mix types in source order */
     int *emap = NULL; /* [n_layer][n_expert] dtype overrides */
-    uint8_t *out_buf = NULL, *src_buf = NULL;
-    float *row = NULL;
+    conv_ctx cc = {.o = o};
     clb_cwriter *w = NULL;
     cJSON *config = NULL;
     if (!desc || !order || !dt) {
@@ -201,6 +276,23 @@ int clb_convert(const char *src_path, const char *dst_path, const clb_convert_op
             goto done;
         }
         if ((rc = clb_expert_dtype_map_parse(o->expert_dtype_map, s.hp.n_layer, s.hp.n_expert, emap))) goto done;
+    }
+    int mix_fallbacks = 0;
+    for (int m = 0; m < 2; m++) {
+        const int mix = m == 0 ? o->mix : o->expert_mix;
+        if (mix < 0) continue;
+        int **dstp = m == 0 ? &plan : &eplan;
+        if (m == 1 && mix == o->mix) {
+            eplan = plan;
+            continue;
+        }
+        if (!(*dstp = clb_calloc(nn, sizeof **dstp))) {
+            rc = clb_err(COLIBRI_ERR_NOMEM, "out of memory");
+            goto done;
+        }
+        int nf = 0;
+        if ((rc = clb_mix_plan(&s, mix, *dstp, &nf))) goto done;
+        mix_fallbacks = CLB_MAX(mix_fallbacks, nf);
     }
     /* order: dense tensors, then per (layer, expert): gate, up, down */
     int k = 0;
@@ -221,11 +313,11 @@ int clb_convert(const char *src_path, const char *dst_path, const clb_convert_op
                      src_path, n - k, s.hp.n_layer, s.hp.n_expert);
         goto done;
     }
-    uint64_t total = 0, max_out_row = 0;
+    uint64_t total = 0, max_row = 0;
     for (int i = 0; i < n; i++) {
         const clb_src_tensor *t = &s.tensors[order[i]];
         bool fb;
-        dt[i] = target_dtype(t, o, emap, s.hp.n_expert, &fb);
+        dt[i] = target_dtype(&s, t, o, emap, plan, eplan, &fb);
         rep->n_fallback += fb;
         desc[i] = (clb_cw_tensor){.name = t->name, .dtype = dt[i], .n_dims = t->n_dims, .layer = t->layer,
                                   .expert = t->expert};
@@ -234,34 +326,54 @@ int clb_convert(const char *src_path, const char *dst_path, const clb_convert_op
         uint64_t rb = 0, srb = 0;
         clb_row_bytes(dt[i], cols, &rb);
         clb_row_bytes(t->dtype, cols, &srb);
-        max_out_row = CLB_MAX(max_out_row, CLB_MAX(rb, srb));
+        max_row = CLB_MAX(max_row, CLB_MAX(rb, srb));
         max_cols = CLB_MAX(max_cols, cols);
         total += t->size;
         if (fb)
             clb_log(CLB_LOG_WARN, "tensor '%s': %lld columns do not fit %s blocks, stored as f16", t->name,
                     (long long)cols, clb_dtype_name(o->expert_dtype >= 0 && t->expert >= 0 ? o->expert_dtype : o->dtype));
     }
-    out_buf = clb_alloc_aligned((size_t)CLB_MAX((uint64_t)CHUNK_BYTES, max_out_row) + 64);
-    src_buf = clb_alloc_aligned((size_t)max_out_row + 64);
-    row = clb_alloc_aligned((size_t)max_cols * sizeof(float));
+    rep->n_fallback += mix_fallbacks;
+    cc.n_threads = o->n_threads > 0 ? o->n_threads : clb_cpu_count();
+    cc.n_threads = CLB_MAX(1, CLB_MIN(cc.n_threads, 256));
+    cc.out_cap = (uint64_t)CHUNK_BYTES * (uint64_t)cc.n_threads;
+    cc.out_buf = clb_alloc_aligned((size_t)CLB_MAX(cc.out_cap, max_row) + 64);
+    cc.rows = clb_calloc((size_t)cc.n_threads, sizeof *cc.rows);
+    cc.stage = clb_calloc((size_t)cc.n_threads, sizeof *cc.stage);
     config = clb_hparams_to_json(&s.hp);
-    if (!out_buf || !src_buf || !row || !config) {
+    if (!cc.out_buf || !cc.rows || !cc.stage || !config) {
         rc = clb_err(COLIBRI_ERR_NOMEM, "out of memory");
         goto done;
     }
+    cc.out_cap = CLB_MAX(cc.out_cap, max_row);
+    for (int i = 0; i < cc.n_threads; i++) {
+        cc.rows[i] = clb_alloc_aligned((size_t)max_cols * sizeof(float));
+        cc.stage[i] = clb_alloc_aligned((size_t)max_row + 64);
+        if (!cc.rows[i] || !cc.stage[i]) {
+            rc = clb_err(COLIBRI_ERR_NOMEM, "out of memory");
+            goto done;
+        }
+    }
+    if (cc.n_threads > 1 && !(cc.pool = clb_pool_create(cc.n_threads))) {
+        rc = clb_err(COLIBRI_ERR_NOMEM, "cannot start %d converting threads", cc.n_threads);
+        goto done;
+    }
+    double t0 = clb_now();
     w = clb_cwriter_create(dst_path, config, s.tokenizer, desc, n);
     if (!w) {
         rc = COLIBRI_ERR_IO;
         goto done;
     }
-    uint64_t progress = 0;
+    cc.w = w;
+    cc.total = total;
     for (int i = 0; i < n; i++) {
-        if ((rc = convert_tensor(w, i, &s.tensors[order[i]], dt[i], out_buf, src_buf, row, &progress, total, o))) {
+        if ((rc = convert_tensor(&cc, i, &s.tensors[order[i]], dt[i]))) {
             clb_err_prefix("%s", dst_path);
             goto done;
         }
     }
     if ((rc = clb_cwriter_finish(w))) goto done;
+    rep->seconds = clb_now() - t0;
     rep->bytes_in = total;
     rep->n_tensors = n;
     {
@@ -274,12 +386,17 @@ int clb_convert(const char *src_path, const char *dst_path, const clb_convert_op
 done:
     clb_cwriter_free(w);
     cJSON_Delete(config);
-    clb_free_aligned(out_buf);
-    clb_free_aligned(src_buf);
-    clb_free_aligned(row);
+    clb_pool_free(cc.pool);
+    for (int i = 0; cc.rows && i < cc.n_threads; i++) clb_free_aligned(cc.rows[i]);
+    for (int i = 0; cc.stage && i < cc.n_threads; i++) clb_free_aligned(cc.stage[i]);
+    clb_free(cc.rows);
+    clb_free(cc.stage);
+    clb_free_aligned(cc.out_buf);
     clb_free(desc);
     clb_free(order);
     clb_free(dt);
+    if (eplan != plan) clb_free(eplan);
+    clb_free(plan);
     clb_free(emap);
     clb_source_close(&s);
     return rc;

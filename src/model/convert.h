@@ -8,6 +8,11 @@
 typedef struct clb_convert_opts {
     int dtype;        /* dense weights: a clb_dtype, or -1 to keep the source's (bit-exact) */
     int expert_dtype; /* routed experts: a clb_dtype, or -1 for "as dtype" */
+    /* llama.cpp mixes (mix.h, CLB_MIX_NONE = -1 for none): mix picks every tensor's type as
+       llama-quantize does (dtype must then be -1); expert_mix the routed experts' alone
+       (expert_dtype must then be -1) */
+    int mix, expert_mix;
+    int n_threads; /* quantizing threads; 0 = every CPU */
     /* per-expert dtypes (heterogeneous experts), overriding expert_dtype where given:
        "0-3:q8_0,4-7:q4_0" for every layer, or a JSON object {"LAYERS": "EXPERTS:dtype,...", ...}
        whose keys are "*", "L" or "L0-L1" (later keys win), inline or in a .json file */
@@ -19,7 +24,9 @@ typedef struct clb_convert_opts {
 
 typedef struct clb_convert_report {
     uint64_t bytes_in, bytes_out;
-    int n_tensors, n_fallback; /* tensors whose shape did not fit the block size (kept f16) */
+    int n_tensors, n_fallback; /* tensors whose shape did not fit the block size (f16, or a
+                                  mix's fallback type) */
+    double seconds;            /* wall time of the conversion proper (after the checks) */
 } clb_convert_report;
 
 /* Parses an expert dtype map for n_layer x n_expert experts into out[l * n_expert + e]

@@ -120,6 +120,8 @@ const clb_arch_desc *clb_arch_from_hf(const cJSON *config);
 const clb_arch_desc *clb_arch_from_gguf_name(const char *gguf_arch);
 const clb_arch_desc *clb_arch_by_name(const char *name);
 const char *clb_arch_name(const clb_arch_desc *d);
+/* The family's general.architecture in GGUF files ("llama" for mixtral, ...). */
+const char *clb_arch_gguf_name(const clb_arch_desc *d);
 /* Comma-separated list of supported HF architectures (for error messages / docs). */
 const char *clb_arch_supported_list(void);
 

@@ -78,3 +78,22 @@ finish() {
     echo "$1: OK"
     exit 0
 }
+
+# expect_clean_error PATTERN CMD...: `colibri CMD...` must exit non-zero (not by a signal,
+# not after 60 s) with exactly one "colibri: ..." line on stderr that mentions PATTERN
+expect_clean_error() {
+    _pat=$1; shift
+    timeout 60 "$COLIBRI" "$@" >"$WORK/ece.out" 2>"$WORK/ece.err"
+    _st=$?
+    if [ "$_st" -eq 0 ] || [ "$_st" -ge 124 ]; then
+        fail "colibri $* : status $_st (want a clean error)"; sed 's/^/    /' "$WORK/ece.err" | head -5; return 1
+    fi
+    if [ "$(wc -l <"$WORK/ece.err")" -ne 1 ] || ! grep -q "^colibri: " "$WORK/ece.err"; then
+        fail "colibri $* : want one 'colibri: ...' line on stderr, got:"; sed 's/^/    /' "$WORK/ece.err" | head -5
+        return 1
+    fi
+    if ! grep -qi -- "$_pat" "$WORK/ece.err"; then
+        fail "colibri $* : the message does not mention '$_pat': $(cat "$WORK/ece.err")"; return 1
+    fi
+    return 0
+}
