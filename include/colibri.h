@@ -72,6 +72,10 @@ typedef struct colibri_stats {
        threads). Includes waits for expert reads (expert_stall_s) in the bounded mode. */
     double time_moe_sched_s;
     uint64_t moe_layer_runs;    /* MoE layer evaluations (one per layer per batch) */
+    uint64_t moe_experts_run;   /* distinct experts those evaluations ran (each once per batch,
+                                   whatever its number of tokens): / moe_layer_runs = the
+                                   experts a layer step reads */
+    uint64_t moe_expert_bytes_run; /* the bytes of those experts' weights */
     uint64_t peak_rss_bytes;    /* the process's peak resident set, from the OS */
     int32_t n_layers;           /* layers described below (at most COLIBRI_STATS_MAX_LAYERS) */
     int32_t n_experts;          /* routed experts per layer (at most COLIBRI_STATS_MAX_EXPERTS) */
@@ -151,6 +155,14 @@ void colibri_free(colibri_engine_t *e);
 
 /* A snapshot of the statistics. A NULL engine gives all zeros. */
 colibri_stats_t colibri_get_stats(colibri_engine_t *e);
+
+/* The routed experts of layer `layer` as the last batch left them (for a live view):
+   last[x] = how many tokens of the last batch evaluated through that layer chose expert x;
+   resident[x] = 1 when expert x's weights are in memory now (in the pool under a memory
+   budget; always 1 without one, where experts are served from the file mapping). Either may
+   be NULL; a non-NULL one holds cap >= n_expert entries. Returns the number of routed experts
+   of the layer (0 for a dense layer, nothing written) or an error status (< 0). */
+int colibri_expert_state(colibri_engine_t *e, int32_t layer, uint32_t *last, uint8_t *resident, size_t cap);
 
 /* ---- what a real caller needs besides ---- */
 
@@ -232,6 +244,12 @@ typedef void (*colibri_log_fn)(int level, const char *msg, void *user);
 void colibri_set_log(colibri_log_fn fn, void *user);
 
 /* ---- text: tokenizer, chat template, sampling ---- */
+
+/* Threads: an engine serves one thread at a time, except the text calls below
+   (colibri_tokenize, colibri_detokenize, colibri_detok_*, colibri_is_eog, colibri_chat_render,
+   colibri_chat_template_is_default): once colibri_has_tokenizer() has returned on the engine
+   (it builds the tokenizer), they only read it, and any number of threads may call them while
+   another thread evaluates tokens (what a server's request threads do). */
 
 /* Whether the model file carries a tokenizer this build can use (the text calls below fail
    without one; the tokenizer is built on the first text call). */

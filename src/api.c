@@ -115,6 +115,7 @@ static void carve(colibri_engine_t *e) {
     e->jobs = clb_arena_take(a, ne * sizeof(*e->jobs));
     e->jobs_d = clb_arena_take(a, ne * sizeof(*e->jobs_d));
     e->e_idx = clb_arena_take(a, ne * sizeof(int));
+    e->last_route = clb_arena_take(a, (size_t)hp->n_layer * ne * sizeof(int));
     e->t_enter = clb_arena_take(a, (size_t)CLB_MAX(e->n_threads, 1) * sizeof(double));
     e->xe = clb_arena_take(a, CLB_MAX(BK, B) * E * F);
     e->logits = clb_arena_take(a, B * (size_t)hp->n_vocab * F);
@@ -388,4 +389,19 @@ colibri_stats_t colibri_get_stats(colibri_engine_t *e) {
     e->stats.peak_rss_bytes = clb_peak_rss();
     clb_mem_stats(e, &e->stats);
     return e->stats;
+}
+
+int colibri_expert_state(colibri_engine_t *e, int32_t layer, uint32_t *last, uint8_t *resident, size_t cap) {
+    if (!e) return clb_err(COLIBRI_ERR_ARG, "NULL engine");
+    if (layer < 0 || layer >= e->hp->n_layer)
+        return clb_err(COLIBRI_ERR_ARG, "layer %d out of range (the model has %d)", layer, e->hp->n_layer);
+    const int ne = e->hp->n_expert;
+    if (ne <= 0 || !e->model->layers[layer].is_moe) return 0;
+    if ((last || resident) && cap < (size_t)ne)
+        return clb_err(COLIBRI_ERR_ARG, "buffer of %zu entries, layer %d has %d experts", cap, layer, ne);
+    for (int x = 0; x < ne; x++) {
+        if (last) last[x] = (uint32_t)e->last_route[(size_t)layer * (size_t)ne + (size_t)x];
+        if (resident) resident[x] = clb_store_is_resident(e->model->store, layer, x);
+    }
+    return ne;
 }

@@ -283,6 +283,7 @@ static int moe(colibri_engine_t *e, const clb_layer *L, int l, int n) {
         e->tok_k[t] = clb_route(&rc, e->r_logits + (int64_t)t * ne, e->r_scratch, e->sel + t * kc, e->sel_w + t * kc);
         for (int s = 0; s < e->tok_k[t]; s++) e->e_count[e->sel[t * kc + s]]++;
     }
+    memcpy(e->last_route + (int64_t)l * ne, e->e_count, sizeof(int) * (size_t)ne); /* colibri_expert_state */
     double t_mark = clb_now(); /* router output: scheduling time starts */
     e->stats.moe_layer_runs++;
     /* 2. assignments grouped by expert */
@@ -319,6 +320,8 @@ static int moe(colibri_engine_t *e, const clb_layer *L, int l, int n) {
         if (e->e_take[x] != 1) continue;
         if (l < COLIBRI_STATS_MAX_LAYERS) e->stats.expert_counts[l][x] += (uint32_t)cnt;
         if ((st = clb_store_acquire(e->model->store, l, x, &e->e_w[x]))) break;
+        e->stats.moe_experts_run++;
+        e->stats.moe_expert_bytes_run += clb_store_expert_bytes(e->model->store, l, x);
         const clb_expert_w *w = e->e_w[x];
         uint64_t stride, stride_u;
         const uint8_t *xq = expert_input(e, w->gate.dtype, n, a0, cnt, &q, &stride), *xu = xq;

@@ -63,6 +63,8 @@ struct colibri_engine {
     clb_mm_job *jobs;         /* [n_expert] gate/up (SwiGLU) jobs of the experts e_idx */
     clb_mm_job *jobs_d;       /* [n_expert] their down projections */
     int *e_idx;               /* [n_expert] */
+    int *last_route;          /* [n_layer][n_expert] tokens of the last batch that chose each
+                                 expert (colibri_expert_state) */
     struct { int fmt; const uint8_t *rows; uint64_t stride; } tq[4]; /* expert_input conversions */
     int n_tq;
     double *t_enter;          /* [n_threads] when each thread began an expert dispatch */

@@ -255,6 +255,47 @@ static void test_sequences(void **state) {
     assert_null(colibri_init_params(moe_path, &p));
 }
 
+/* colibri_expert_state: per MoE layer, the last batch's choices add up to k per token, every
+   expert is resident without a budget, and the distinct-experts counter grows by the experts
+   that batch ran; dense layers report 0; bad layers and short buffers are errors. */
+static void test_expert_state(void **state) {
+    (void)state;
+    colibri_engine_t *e = open_engine(moe_path, 1, 64);
+    uint32_t last[8];
+    uint8_t res[8];
+    for (int l = 0; l < 2; l++) assert_int_equal(colibri_expert_state(e, l, last, res, 8), 6);
+    colibri_stats_t *before = malloc(sizeof *before), *after = malloc(sizeof *after);
+    *before = colibri_get_stats(e);
+    assert_int_equal(colibri_eval(e, PROMPT, 5, NULL, 0), 0);
+    *after = colibri_get_stats(e);
+    uint64_t distinct = 0;
+    for (int l = 0; l < 2; l++) {
+        memset(res, 0, sizeof res);
+        assert_int_equal(colibri_expert_state(e, l, last, res, 8), 6);
+        uint32_t sum = 0;
+        for (int x = 0; x < 6; x++) {
+            sum += last[x];
+            distinct += last[x] > 0;
+            assert_int_equal(res[x], 1);
+        }
+        assert_int_equal(sum, 5 * 2); /* 5 tokens, top-2 */
+    }
+    assert_int_equal(after->moe_experts_run - before->moe_experts_run, distinct);
+    assert_true(after->moe_expert_bytes_run > before->moe_expert_bytes_run);
+    assert_int_equal(after->moe_layer_runs - before->moe_layer_runs, 2);
+    assert_int_equal(colibri_expert_state(e, 0, NULL, res, 8), 6);
+    assert_int_equal(colibri_expert_state(e, 0, last, NULL, 5), COLIBRI_ERR_ARG);
+    assert_int_equal(colibri_expert_state(e, 2, last, res, 8), COLIBRI_ERR_ARG);
+    assert_int_equal(colibri_expert_state(e, -1, last, res, 8), COLIBRI_ERR_ARG);
+    assert_int_equal(colibri_expert_state(NULL, 0, last, res, 8), COLIBRI_ERR_ARG);
+    colibri_free(e);
+    e = open_engine(dense_path, 1, 4);
+    assert_int_equal(colibri_expert_state(e, 0, last, res, 8), 0);
+    colibri_free(e);
+    free(before);
+    free(after);
+}
+
 static void test_errors(void **state) {
     (void)state;
     colibri_engine_t *e = open_engine(dense_path, 1, 4);
@@ -315,7 +356,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_batch_equals_stepwise), cmocka_unit_test(test_threads_invariant),
         cmocka_unit_test(test_no_alloc_per_token), cmocka_unit_test(test_reset_and_topk),
-        cmocka_unit_test(test_sequences), cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_sequences), cmocka_unit_test(test_expert_state), cmocka_unit_test(test_errors),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
