@@ -20,8 +20,11 @@ static void usage(FILE *f) {
           "  --tokenizer FILE  a tokenizer.json (tokenizer_config.json beside it is used) or a\n"
           "                    .gguf vocabulary\n"
           "  --text T          the input (default: standard input)\n"
-          "  --special         add BOS/EOS as the tokenizer says and parse special tokens\n"
-          "  --parse-special   parse special tokens written in the text, add nothing\n"
+          "  --special         add BOS/EOS (the post-processor's template) as the tokenizer says\n"
+          "  --no-parse-special  special tokens written in the text stay text (by default every\n"
+          "                    added token, special or not, becomes its id, as Hugging Face's\n"
+          "                    encode(text) and llama.cpp's llama-tokenize do)\n"
+          "  --parse-special   the default (kept for scripts)\n"
           "  --decode          read token ids (space/comma separated), print the text\n"
           "  --skip-special    with --decode: drop special tokens\n"
           "  --jsonl           batch mode: each input line is a JSON string (with --decode a JSON\n"
@@ -286,7 +289,7 @@ static int bench(const clb_tokenizer *t, const char *path, bool add, bool parse)
 
 int colibri_cmd_tokenize(int argc, char **argv) {
     const char *model = NULL, *tokfile = NULL, *text = NULL, *bench_file = NULL;
-    bool special = false, parse = false, decode = false, skip = false, jsonl = false;
+    bool special = false, parse = true, decode = false, skip = false, jsonl = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool has_next = i + 1 < argc;
@@ -297,6 +300,7 @@ int colibri_cmd_tokenize(int argc, char **argv) {
         else if (!strcmp(a, "--bench") && has_next) bench_file = argv[++i];
         else if (!strcmp(a, "--special")) special = true;
         else if (!strcmp(a, "--parse-special")) parse = true;
+        else if (!strcmp(a, "--no-parse-special")) parse = false;
         else if (!strcmp(a, "--decode")) decode = true;
         else if (!strcmp(a, "--skip-special")) skip = true;
         else if (!strcmp(a, "--jsonl")) jsonl = true;
@@ -314,7 +318,7 @@ int colibri_cmd_tokenize(int argc, char **argv) {
         fprintf(stderr, "colibri: %s: %s\n", src, clb_last_error());
         return 1;
     }
-    bool add = special, prs = special || parse;
+    bool add = special, prs = parse;
     int st = 0;
     if (bench_file) {
         st = bench(t, bench_file, add, prs);

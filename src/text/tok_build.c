@@ -77,13 +77,101 @@ static int byte_token_value(const char *s, size_t n) {
     return h < 0 || l < 0 ? -1 : h * 16 + l;
 }
 
+/* Added tokens sorted by first byte of the pattern they match, longest first. */
 static int cmp_added(const void *a, const void *b) {
     const clb_added_tok *x = a, *y = b;
-    unsigned char cx = x->len ? (unsigned char)x->content[0] : 0;
-    unsigned char cy = y->len ? (unsigned char)y->content[0] : 0;
+    const char *px = x->normalized && x->norm ? x->norm : x->content;
+    const char *py = y->normalized && y->norm ? y->norm : y->content;
+    size_t lx = x->normalized && x->norm ? x->norm_len : x->len;
+    size_t ly = y->normalized && y->norm ? y->norm_len : y->len;
+    unsigned char cx = lx ? (unsigned char)px[0] : 0, cy = ly ? (unsigned char)py[0] : 0;
     if (cx != cy) return cx < cy ? -1 : 1;
-    if (x->len != y->len) return x->len > y->len ? -1 : 1; /* longest first */
+    if (lx != ly) return lx > ly ? -1 : 1; /* longest first */
     return x->id < y->id ? -1 : x->id > y->id;
+}
+
+/* The decoded piece of id: s[0, n) copied to the pool. */
+static int set_piece(clb_tokenizer *tok, int32_t id, const char *s, size_t n) {
+    uint64_t o = tok->pool.n;
+    int rc;
+    if ((rc = clb_buf_put(&tok->pool, s, n)) != COLIBRI_OK || (rc = clb_buf_put(&tok->pool, "", 1)) != COLIBRI_OK)
+        return rc;
+    tok->poff[id] = o;
+    tok->plen[id] = (uint32_t)n;
+    return COLIBRI_OK;
+}
+
+/* Pieces of decoders that join tokens: with no decoder, a space before each token; the
+   WordPiece decoder glues "##x" to what precedes it and cleans up " ." and the like (per
+   token, as tokenizers does). The space before the very first token goes (dec_strip). */
+static int joined_piece(clb_tokenizer *tok, int32_t id, const char *f, size_t fl) {
+    static const char *const from[] = {" .", " ?", " !", " ,", " ' ", " n't", " 'm", " do not", " 's", " 've", " 're"};
+    static const char *const to[] = {".", "?", "!", ",", "'", "n't", "'m", " don't", "'s", "'ve", "'re"};
+    clb_buf b = {0}, c = {0};
+    size_t pl = tok->dec_prefix ? strlen(tok->dec_prefix) : 0;
+    int rc;
+    if (tok->dec_wordpiece && pl && fl >= pl && memcmp(f, tok->dec_prefix, pl) == 0) rc = clb_buf_put(&b, f + pl, fl - pl);
+    else if ((rc = clb_buf_put(&b, " ", 1)) == COLIBRI_OK) rc = clb_buf_put(&b, f, fl);
+    for (size_t r = 0; tok->dec_cleanup && r < CLB_ARRAY_LEN(from) && rc == COLIBRI_OK; r++) {
+        size_t al = strlen(from[r]);
+        c.n = 0;
+        rc = clb_buf_put(&c, NULL, 0);
+        for (size_t k = 0; k < b.n && rc == COLIBRI_OK;) {
+            if (k + al <= b.n && memcmp(b.p + k, from[r], al) == 0) {
+                rc = clb_buf_put(&c, to[r], strlen(to[r]));
+                k += al;
+            } else {
+                rc = clb_buf_put(&c, b.p + k, 1);
+                k++;
+            }
+        }
+        clb_buf x = b;
+        b = c;
+        c = x;
+    }
+    if (rc == COLIBRI_OK) rc = set_piece(tok, id, b.p, b.n);
+    clb_buf_free(&b);
+    clb_buf_free(&c);
+    return rc;
+}
+
+typedef struct sort_ent {
+    const char *s;
+    uint32_t len;
+    int32_t id;
+} sort_ent;
+
+static int cmp_sort_ent(const void *a, const void *b) {
+    const sort_ent *x = a, *y = b;
+    int c = memcmp(x->s, y->s, CLB_MIN(x->len, y->len));
+    if (c) return c;
+    return x->len < y->len ? -1 : x->len > y->len;
+}
+
+/* Unigram: the ids its lattice may use, sorted by their strings (tok_models.c narrows a
+   range of them byte by byte). Hugging Face: every model piece; llama.cpp (UGM): normal,
+   user-defined and unused pieces. One id per string (the vocabulary map's). */
+static int unigram_sorted(clb_tokenizer *t) {
+    if (t->model != CLB_MODEL_UNIGRAM && t->model != CLB_MODEL_UGM) return COLIBRI_OK;
+    int32_t n = t->model == CLB_MODEL_UNIGRAM ? t->n_model : t->n_vocab;
+    sort_ent *e = clb_malloc((size_t)(n > 0 ? n : 1) * sizeof *e);
+    t->sorted = clb_malloc((size_t)(n > 0 ? n : 1) * sizeof *t->sorted);
+    if (!e || !t->sorted) {
+        clb_free(e);
+        return clb_err(COLIBRI_ERR_NOMEM, "tokenizer: out of memory");
+    }
+    size_t m = 0;
+    for (int32_t i = 0; i < n; i++) {
+        if (!t->len[i]) continue;
+        if (t->model == CLB_MODEL_UGM && (t->attr[i] & (CLB_TA_UNKNOWN | CLB_TA_SPECIAL | CLB_TA_BYTE))) continue;
+        if (clb_strmap_get(&t->vocab, t, t->pool.p + t->off[i], t->len[i]) != i) continue;
+        e[m++] = (sort_ent){t->pool.p + t->off[i], t->len[i], i};
+    }
+    qsort(e, m, sizeof *e, cmp_sort_ent);
+    for (size_t k = 0; k < m; k++) t->sorted[k] = e[k].id;
+    t->n_sorted = (int32_t)m;
+    clb_free(e);
+    return COLIBRI_OK;
 }
 
 int clb_tok_finish(clb_tokenizer *tok) {
@@ -113,6 +201,8 @@ int clb_tok_finish(clb_tokenizer *tok) {
             tok->plen[i] = 1;
             if ((rc = clb_buf_put(&tok->pool, &c, 1)) != COLIBRI_OK) return rc;
             if ((rc = clb_buf_put(&tok->pool, "", 1)) != COLIBRI_OK) return rc;
+        } else if (tok->dec_join || tok->dec_wordpiece) {
+            if ((rc = joined_piece(tok, i, f, fl)) != COLIBRI_OK) return rc;
         } else if ((tok->attr[i] & CLB_TA_ADDED) || !from_len) {
             /* added tokens decode to their content; byte-level tokens to their raw bytes */
             bool raw = tok->attr[i] & CLB_TA_ADDED;
@@ -135,14 +225,24 @@ int clb_tok_finish(clb_tokenizer *tok) {
             tok->plen[i] = (uint32_t)(tok->pool.n - start);
             if ((rc = clb_buf_put(&tok->pool, "", 1)) != COLIBRI_OK) return rc;
         }
-        if (tok->plen[i] > tok->max_piece) tok->max_piece = tok->plen[i];
     }
+    /* an added token matched after normalization decodes to its normalized content */
+    for (int k = 0; k < tok->n_added; k++) {
+        const clb_added_tok *a = &tok->added[k];
+        if (!a->normalized || !a->norm) continue;
+        if (tok->dec_join || tok->dec_wordpiece) rc = joined_piece(tok, a->id, a->norm, a->norm_len);
+        else rc = set_piece(tok, a->id, a->norm, a->norm_len);
+        if (rc != COLIBRI_OK) return rc;
+    }
+    for (int32_t i = 0; i < tok->n_vocab; i++)
+        if (tok->plen[i] > tok->max_piece) tok->max_piece = tok->plen[i];
     if (tok->byte_level)
         for (int b = 0; b < 256; b++) {
             char c = (char)b;
             tok->byte_id[b] = clb_strmap_get(&tok->vocab, tok, &c, 1);
         }
-    if (!tok->byte_level && !tok->cont_prefix && !tok->eow_suffix) {
+    bool merges = tok->model == CLB_MODEL_BPE || tok->model == CLB_MODEL_SPM;
+    if (merges && !tok->byte_level && !tok->cont_prefix && !tok->eow_suffix) {
         size_t total = 0;
         for (int32_t i = 0; i < tok->n_vocab; i++) total += tok->len[i];
         if ((rc = clb_pairmap_init(&tok->char_pairs, total)) != COLIBRI_OK) return rc;
@@ -169,10 +269,19 @@ int clb_tok_finish(clb_tokenizer *tok) {
         char ch = (char)c;
         tok->ascii_id[c] = clb_strmap_get(&tok->vocab, tok, &ch, 1);
     }
+    if ((rc = unigram_sorted(tok)) != COLIBRI_OK) return rc;
     if (tok->n_added > 1) qsort(tok->added, (size_t)tok->n_added, sizeof *tok->added, cmp_added);
     memset(tok->added_first, 0, sizeof tok->added_first);
-    for (int i = 0; i < tok->n_added; i++)
-        if (tok->added[i].len) tok->added_first[(unsigned char)tok->added[i].content[0]] = 1;
+    tok->n_raw_added = tok->n_norm_added = 0;
+    for (int i = 0; i < tok->n_added; i++) {
+        const clb_added_tok *a = &tok->added[i];
+        if (a->normalized && !a->norm) return clb_err(COLIBRI_ERR_INTERNAL, "tokenizer: added token not normalized");
+        const char *pat = a->normalized ? a->norm : a->content;
+        size_t pl = a->normalized ? a->norm_len : a->len;
+        if (pl) tok->added_first[(unsigned char)pat[0]] = 1;
+        if (a->normalized) tok->n_norm_added++;
+        else tok->n_raw_added++;
+    }
     if (!tok->tmpl) { /* default post-processing: [BOS] text [EOS] as the flags say */
         tok->tmpl = clb_malloc(3 * sizeof(int32_t));
         if (!tok->tmpl) return clb_err(COLIBRI_ERR_NOMEM, "tokenizer: out of memory");
@@ -201,6 +310,8 @@ int clb_tok_add_added(clb_tokenizer *tok, const clb_added_tok *a) {
     if (!d->content) return clb_err(COLIBRI_ERR_NOMEM, "tokenizer: out of memory");
     memcpy(d->content, a->content, a->len);
     d->content[a->len] = 0;
+    d->norm = NULL; /* set by the loader after the normalizers are known */
+    d->norm_len = 0;
     tok->n_added++;
     tok->attr[a->id] |= CLB_TA_ADDED | (a->special ? CLB_TA_SPECIAL : 0);
     return COLIBRI_OK;
@@ -251,12 +362,17 @@ void clb_tokenizer_free(clb_tokenizer *t) {
     clb_free(t->cont_prefix);
     clb_free(t->eow_suffix);
     clb_free(t->tmpl);
-    for (int i = 0; i < t->n_added; i++) clb_free(t->added[i].content);
+    for (int i = 0; i < t->n_added; i++) {
+        clb_free(t->added[i].content);
+        clb_free(t->added[i].norm);
+    }
     clb_free(t->added);
     for (int i = 0; i < t->n_norm; i++) {
         clb_free(t->norm[i].a);
         clb_free(t->norm[i].b);
         if (t->norm[i].re) pcre2_code_free(t->norm[i].re);
+        if (t->norm[i].cm) clb_charsmap_free(t->norm[i].cm);
+        clb_free(t->norm[i].cm);
     }
     clb_free(t->norm);
     for (int i = 0; i < t->n_pre; i++) {
@@ -267,6 +383,10 @@ void clb_tokenizer_free(clb_tokenizer *t) {
     clb_free(t->dec_from);
     clb_free(t->dec_to);
     clb_free(t->chat_template);
+    clb_free(t->dscores);
+    clb_free(t->sorted);
+    clb_free(t->dec_prefix);
+    clb_charsmap_free(&t->charsmap);
     clb_free(t);
 }
 

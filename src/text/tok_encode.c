@@ -1,5 +1,6 @@
-/* tok_encode.c — text -> ids: added-token matching, normalizers, pre-tokenizers, and the two
- * models (BPE over merge ranks, SentencePiece merge-by-score).
+/* tok_encode.c — text -> ids: the pipeline, the pre-tokenizers, and the two merge models
+ * (BPE over merge ranks, SentencePiece merge-by-score). Normalizers are in tok_normalize.c,
+ * added-token matching in tok_added.c, WordPiece/WordLevel/Unigram in tok_models.c.
  *
  * Pipeline per call:  text -> split around added tokens -> for each plain segment:
  *   normalize -> pre-tokenize into pieces -> model(piece) -> ids;  post-processor template
@@ -8,75 +9,16 @@
  * piece costs O(n log n). BPE results of short pieces are cached for the duration of a call. */
 #include <string.h>
 
-#include "text/tok_internal.h"
+#include "text/tok_session.h"
 
-typedef struct span {
-    size_t off, len; /* into session.work */
-} span;
-
-typedef struct seg {
-    size_t a, b; /* [a, b) within the piece */
-    bool m;      /* a match (after invert) */
-} seg;
-
-typedef struct sym {
-    int32_t id;
-    int32_t prev, next;
-    uint32_t start, len; /* bytes of the piece this symbol covers */
-} sym;
-
-typedef struct heap_ent {
-    double prio; /* lower first: BPE rank, or -score for SPM */
-    int32_t pos;
-    int32_t a, b;    /* BPE: expected ids; SPM: b = right symbol index */
-    uint32_t size;   /* SPM: expected byte length of the merge */
-} heap_ent;
-
-typedef struct cache_ent {
-    uint64_t hash;
-    size_t key_off;  /* into cache_keys */
-    uint32_t key_len;
-    uint32_t ids_off, n_ids; /* into cache_ids */
-} cache_ent;
-
-typedef struct session {
-    const clb_tokenizer *tok;
-    int32_t *out;
-    size_t cap, n;
-    clb_buf work;            /* normalized text and piece contents */
-    span *pieces, *next;     /* current and next piece lists */
-    seg *segs;               /* split scratch */
-    size_t nseg, segcap;
-    size_t np, nn, pcap, ncap;
-    sym *syms;
-    size_t scap;
-    heap_ent *heap;
-    size_t hn, hcap;
-    cache_ent *cache;        /* open addressing, cache_cap slots (hash 0 = empty) */
-    size_t cache_cap, cache_n;
-    clb_buf cache_keys;
-    int32_t *cache_ids;
-    size_t cache_ids_n, cache_ids_cap;
-    pcre2_match_data *md;
-    bool at_text_start;      /* the current segment starts the text (Metaspace "first") */
-    int err;
-} session;
-
-static void emit(session *s, int32_t id) {
-    if (s->n < s->cap) s->out[s->n] = id;
-    s->n++;
-}
-
-static int grow(void **p, size_t *cap, size_t need, size_t elem) {
-    if (need <= *cap) return COLIBRI_OK;
-    size_t nc = *cap ? *cap : 64;
-    while (nc < need) nc *= 2;
-    void *q = clb_realloc(*p, nc * elem);
-    if (!q) return clb_err(COLIBRI_ERR_NOMEM, "tokenizer: out of memory");
-    *p = q;
-    *cap = nc;
-    return COLIBRI_OK;
-}
+typedef clb_session session;
+typedef clb_span span;
+typedef clb_seg seg;
+typedef clb_sym sym;
+typedef clb_heap_ent heap_ent;
+typedef clb_cache_ent cache_ent;
+#define emit clb_emit
+#define grow clb_grow
 
 /* ---------------- heap ---------------- */
 
@@ -235,7 +177,14 @@ static int cached_word(session *s, const char *w, size_t n) {
         if (s->cache_n * 2 >= s->cache_cap) ce = NULL; /* full: stop caching */
     }
     size_t first = s->n;
-    int rc = t->model == CLB_MODEL_SPM ? spm_word(s, w, n) : bpe_core(s, w, n);
+    int rc;
+    switch (t->model) {
+    case CLB_MODEL_SPM: rc = spm_word(s, w, n); break;
+    case CLB_MODEL_WORDPIECE: rc = clb_wordpiece_word(s, w, n); break;
+    case CLB_MODEL_WORDLEVEL: rc = clb_wordlevel_word(s, w, n); break;
+    case CLB_MODEL_UNIGRAM: rc = clb_unigram_word(s, w, n); break;
+    default: rc = bpe_core(s, w, n); break;
+    }
     if (rc != COLIBRI_OK) return rc;
     if (ce && s->n <= s->cap) {
         size_t cnt = s->n - first;
@@ -342,116 +291,6 @@ static int spm_word(session *s, const char *w, size_t n) {
 }
 
 /* ---------------- normalizers ---------------- */
-
-#define NORM_TOO_BIG 1 /* internal status of normalize_op */
-
-/* Writes the result of op on in to out. The output may not pass limit bytes (checked as it
-   grows, so a runaway replacement stops early): returns NORM_TOO_BIG then. */
-static int normalize_op(session *s, const clb_norm_op *op, const clb_buf *in, clb_buf *out,
-                        size_t limit) {
-    out->n = 0;
-    int rc = COLIBRI_OK;
-#define PUT(src_, len_)                                                                  \
-    do {                                                                                 \
-        if ((len_) > limit - CLB_MIN(out->n, limit)) return NORM_TOO_BIG;               \
-        if ((rc = clb_buf_put(out, (src_), (len_))) != COLIBRI_OK) return rc;            \
-    } while (0)
-    switch (op->kind) {
-    case CLB_N_NFC: case CLB_N_NFKC: case CLB_N_NFD: case CLB_N_NFKD: case CLB_N_LOWER: {
-        char *r;
-        size_t rl;
-        if ((rc = clb_unicode_normalize(op->kind, in->p, in->n, &r, &rl)) != COLIBRI_OK) return rc;
-        if (rl > limit) rc = NORM_TOO_BIG;
-        else rc = clb_buf_put(out, r, rl);
-        clb_free(r);
-        return rc;
-    }
-    case CLB_N_PREPEND:
-        if (in->n) PUT(op->a, op->alen);
-        PUT(in->p, in->n);
-        return COLIBRI_OK;
-    case CLB_N_REPLACE: {
-        size_t i = 0, last = 0;
-        if (!op->alen) { PUT(in->p, in->n); return COLIBRI_OK; }
-        while (i + op->alen <= in->n) {
-            if (memcmp(in->p + i, op->a, op->alen) == 0) {
-                PUT(in->p + last, i - last);
-                PUT(op->b, op->blen);
-                i += op->alen;
-                last = i;
-            } else {
-                i++;
-            }
-        }
-        PUT(in->p + last, in->n - last);
-        return COLIBRI_OK;
-    }
-    case CLB_N_REPLACE_RE: {
-        size_t pos = 0, last = 0;
-        while (pos <= in->n) {
-            int m = pcre2_match(op->re, (PCRE2_SPTR)in->p, in->n, pos, 0, s->md, NULL);
-            if (m < 0) break;
-            PCRE2_SIZE *ov = pcre2_get_ovector_pointer(s->md);
-            if (ov[1] == ov[0]) { pos = ov[0] + 1; continue; }
-            PUT(in->p + last, ov[0] - last);
-            PUT(op->b, op->blen);
-            last = pos = ov[1];
-        }
-        PUT(in->p + last, in->n - last);
-        return COLIBRI_OK;
-    }
-    case CLB_N_STRIP: {
-        size_t a = 0, b = in->n;
-        if (op->left) while (a < b && (in->p[a] == ' ' || (in->p[a] >= '\t' && in->p[a] <= '\r'))) a++;
-        if (op->right) while (b > a && (in->p[b - 1] == ' ' || (in->p[b - 1] >= '\t' && in->p[b - 1] <= '\r'))) b--;
-        PUT(in->p + a, b - a);
-        return COLIBRI_OK;
-    }
-    default:
-        return clb_err(COLIBRI_ERR_INTERNAL, "tokenizer: unknown normalizer %d", op->kind);
-    }
-#undef PUT
-}
-
-static const char *norm_name(int kind) {
-    static const char *const names[] = {"?", "NFC", "NFKC", "NFD", "NFKD", "Lowercase", "Prepend",
-                                        "Replace", "Replace", "Strip"};
-    return kind > 0 && kind < (int)CLB_ARRAY_LEN(names) ? names[kind] : "?";
-}
-
-/* Runs the normalizers over s->work. Normalizers can grow text (NFKD turns one character into
-   up to 18, a Replace can map one byte to many), and a chain of them multiplies: each one may
-   give at most CLB_NORM_GROWTH x its input + CLB_NORM_EXTRA bytes, and the chain at most
-   that much of the original text. */
-static int normalize(session *s) {
-    const clb_tokenizer *t = s->tok;
-    size_t orig = s->work.n;
-    size_t total_limit = orig > (SIZE_MAX - CLB_NORM_EXTRA) / CLB_NORM_GROWTH
-                             ? SIZE_MAX : orig * CLB_NORM_GROWTH + CLB_NORM_EXTRA;
-    clb_buf tmp = {0};
-    int rc = COLIBRI_OK;
-    for (int i = 0; i < t->n_norm && rc == COLIBRI_OK; i++) {
-        size_t in = s->work.n;
-        size_t step_limit = in > (SIZE_MAX - CLB_NORM_EXTRA) / CLB_NORM_GROWTH
-                                ? SIZE_MAX : in * CLB_NORM_GROWTH + CLB_NORM_EXTRA;
-        bool total = total_limit < step_limit;
-        rc = normalize_op(s, &t->norm[i], &s->work, &tmp, total ? total_limit : step_limit);
-        if (rc == NORM_TOO_BIG && total)
-            rc = clb_err(COLIBRI_ERR_FORMAT, "tokenizer: the normalizers grow %zu bytes of text past "
-                         "%zu bytes (at normalizer %d, %s): the limit for the chain is %d x the text + %d",
-                         orig, total_limit, i + 1, norm_name(t->norm[i].kind), CLB_NORM_GROWTH,
-                         CLB_NORM_EXTRA);
-        else if (rc == NORM_TOO_BIG)
-            rc = clb_err(COLIBRI_ERR_FORMAT, "tokenizer: normalizer %d (%s) grows %zu bytes of text "
-                         "past %zu bytes: the limit for one normalizer is %d x its input + %d", i + 1,
-                         norm_name(t->norm[i].kind), in, step_limit, CLB_NORM_GROWTH, CLB_NORM_EXTRA);
-        clb_buf x = s->work;
-        s->work = tmp;
-        tmp = x;
-    }
-    clb_buf_free(&tmp);
-    return rc;
-}
 
 /* ---------------- pre-tokenizers ---------------- */
 
@@ -571,8 +410,8 @@ static int pre_op(session *s, const clb_pre_op *op) {
         } else { /* METASPACE: spaces -> replacement, optional prefix, split before each */
             size_t o = s->work.n;
             bool pre = op->prepend == 1 || (op->prepend == 2 && i == 0 && s->at_text_start);
-            if (pre && !(p.len >= op->repl_len &&
-                         memcmp(s->work.p + p.off, op->repl, op->repl_len) == 0))
+            if (pre && s->work.p[p.off] != ' ' &&
+                !(p.len >= op->repl_len && memcmp(s->work.p + p.off, op->repl, op->repl_len) == 0))
                 if ((rc = clb_buf_put(&s->work, op->repl, op->repl_len)) != COLIBRI_OK) break;
             for (size_t k = 0; k < p.len && rc == COLIBRI_OK; k++) {
                 char c = s->work.p[p.off + k];
@@ -627,71 +466,57 @@ static int model_piece(session *s, const char *w, size_t n) {
     return cached_word(s, w + start, n - start);
 }
 
-static int encode_segment(session *s, const char *text, size_t len) {
+/* Pre-tokenizes work[off, off + len) and runs the model over the pieces. */
+static int encode_normalized(session *s, size_t off, size_t len) {
     const clb_tokenizer *t = s->tok;
     int rc;
     if (len == 0) return COLIBRI_OK;
-    s->work.n = 0;
-    if ((rc = clb_buf_put(&s->work, text, len)) != COLIBRI_OK) return rc;
-    if (t->n_norm && (rc = normalize(s)) != COLIBRI_OK) return rc;
-    if (s->work.n == 0) return COLIBRI_OK;
-    if (t->model == CLB_MODEL_SPM) return model_piece(s, s->work.p, s->work.n);
-    s->np = 0;
-    if (grow((void **)&s->pieces, &s->pcap, 1, sizeof *s->pieces) != COLIBRI_OK)
-        return COLIBRI_ERR_NOMEM;
-    s->pieces[0].off = 0;
-    s->pieces[0].len = s->work.n;
+    if (t->model == CLB_MODEL_SPM) return model_piece(s, s->work.p + off, len);
+    if (grow((void **)&s->pieces, &s->pcap, 1, sizeof *s->pieces) != COLIBRI_OK) return COLIBRI_ERR_NOMEM;
+    s->pieces[0].off = off;
+    s->pieces[0].len = len;
     s->np = 1;
     for (int i = 0; i < t->n_pre; i++)
         if ((rc = pre_op(s, &t->pre[i])) != COLIBRI_OK) return rc;
     for (size_t i = 0; i < s->np; i++)
-        if ((rc = model_piece(s, s->work.p + s->pieces[i].off, s->pieces[i].len)) != COLIBRI_OK)
-            return rc;
+        if ((rc = model_piece(s, s->work.p + s->pieces[i].off, s->pieces[i].len)) != COLIBRI_OK) return rc;
     return COLIBRI_OK;
 }
 
-/* ---------------- added tokens ---------------- */
-
-static bool is_word_byte(unsigned char c) {
-    return c >= 0x80 || c == '_' || (c >= '0' && c <= '9') || ((c | 32) >= 'a' && (c | 32) <= 'z');
-}
-
-static bool is_space_byte(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
-
-/* Finds the leftmost-longest enabled added token in text[from, len). Returns its index into
-   tok->added or -1; *start and *end receive the span including lstrip/rstrip whitespace. */
-static int find_added(const clb_tokenizer *t, const char *text, size_t len, size_t from,
-                      bool parse_special, size_t *start, size_t *end) {
-    for (size_t i = from; i < len; i++) {
-        unsigned char c = (unsigned char)text[i];
-        if (!t->added_first[c]) continue;
-        for (int k = 0; k < t->n_added; k++) {
-            const clb_added_tok *a = &t->added[k];
-            if ((unsigned char)a->content[0] != c) continue;
-            if (a->special && !parse_special) continue;
-            if (a->len > len - i || memcmp(text + i, a->content, a->len) != 0) continue;
-            size_t e = i + a->len;
-            if (a->single_word && ((i > 0 && is_word_byte((unsigned char)text[i - 1])) ||
-                                   (e < len && is_word_byte((unsigned char)text[e]))))
-                continue;
-            size_t st = i;
-            if (a->lstrip) while (st > from && is_space_byte(text[st - 1])) st--;
-            if (a->rstrip) while (e < len && is_space_byte(text[e])) e++;
-            *start = st;
-            *end = e;
-            return k; /* sorted longest first within a first byte */
-        }
+/* text[0, len) holds no raw-matched added token: normalize it, split it on the added tokens
+   matched after normalization, encode the rest. */
+static int encode_segment(session *s, const char *text, size_t len) {
+    const clb_tokenizer *t = s->tok;
+    int rc;
+    if (len == 0) return COLIBRI_OK;
+    if (t->model == CLB_MODEL_WPM) return clb_wpm_segment(s, text, len);
+    if (t->model == CLB_MODEL_UGM) return clb_ugm_segment(s, text, len);
+    s->work.n = 0;
+    if ((rc = clb_buf_put(&s->work, text, len)) != COLIBRI_OK) return rc;
+    if (t->n_norm && (rc = clb_tok_normalize(s)) != COLIBRI_OK) return rc;
+    size_t n = s->work.n, pos = 0;
+    while (t->n_norm_added && pos < n) {
+        size_t st, en;
+        int k = clb_find_added(s, s->work.p, n, pos, true, &st, &en);
+        if (k < 0) break;
+        if ((rc = encode_normalized(s, pos, st - pos)) != COLIBRI_OK) return rc;
+        emit(s, t->added[k].id);
+        s->at_text_start = false;
+        pos = en;
     }
-    return -1;
+    return encode_normalized(s, pos, n - pos);
 }
 
 static void session_free(session *s) {
     clb_buf_free(&s->work);
+    clb_buf_free(&s->norm_tmp);
+    clb_buf_free(&s->key);
     clb_free(s->pieces);
     clb_free(s->next);
     clb_free(s->segs);
     clb_free(s->syms);
     clb_free(s->heap);
+    clb_free(s->vit);
     clb_free(s->cache);
     clb_buf_free(&s->cache_keys);
     clb_free(s->cache_ids);
@@ -699,12 +524,16 @@ static void session_free(session *s) {
 }
 
 int clb_tok_encode(const clb_tokenizer *t, const char *text, size_t len, bool add_special,
-                   bool parse_special, int32_t *out, size_t cap, size_t *n_out) {
+                   bool parse_special, const size_t *plain, size_t n_plain, int32_t *out, size_t cap,
+                   size_t *n_out) {
     session s;
     memset(&s, 0, sizeof s);
     s.tok = t;
     s.out = out;
     s.cap = out ? cap : 0;
+    s.parse_special = parse_special;
+    s.plain = plain;
+    s.n_plain = n_plain;
     s.md = pcre2_match_data_create(4, NULL);
     if (!s.md) return clb_err(COLIBRI_ERR_NOMEM, "tokenizer: out of memory");
     int rc = COLIBRI_OK;
@@ -714,9 +543,11 @@ int clb_tok_encode(const clb_tokenizer *t, const char *text, size_t len, bool ad
         size_t pos = 0;
         while (pos < len && rc == COLIBRI_OK) {
             size_t st = len, en = len;
-            int k = t->n_added ? find_added(t, text, len, pos, parse_special, &st, &en) : -1;
+            int k = t->n_raw_added ? clb_find_added(&s, text, len, pos, false, &st, &en) : -1;
             s.at_text_start = pos == 0;
-            rc = encode_segment(&s, text + pos, (k >= 0 ? st : len) - pos);
+            s.seg_off = pos;
+            s.seg_len = (k >= 0 ? st : len) - pos;
+            rc = encode_segment(&s, text + pos, s.seg_len);
             if (k < 0 || rc != COLIBRI_OK) break;
             emit(&s, t->added[k].id);
             pos = en;
@@ -731,7 +562,13 @@ int clb_tok_encode(const clb_tokenizer *t, const char *text, size_t len, bool ad
 
 int clb_tokenize(const clb_tokenizer *tok, const char *text, size_t len, bool add_special,
                  bool parse_special, int32_t *out, size_t cap, size_t *n_out) {
-    if (!tok || (!text && len) || !n_out)
-        return clb_err(COLIBRI_ERR_ARG, "tokenize: NULL tokenizer, text or n_out");
-    return clb_tok_encode(tok, text ? text : "", len, add_special, parse_special, out, cap, n_out);
+    return clb_tokenize_plain(tok, text, len, add_special, parse_special, NULL, 0, out, cap, n_out);
+}
+
+int clb_tokenize_plain(const clb_tokenizer *tok, const char *text, size_t len, bool add_special,
+                       bool parse_special, const size_t *plain, size_t n_plain, int32_t *out, size_t cap,
+                       size_t *n_out) {
+    if (!tok || (!text && len) || !n_out || (!plain && n_plain))
+        return clb_err(COLIBRI_ERR_ARG, "tokenize: NULL tokenizer, text, spans or n_out");
+    return clb_tok_encode(tok, text ? text : "", len, add_special, parse_special, plain, n_plain, out, cap, n_out);
 }

@@ -210,14 +210,63 @@ static bool key_bool(const cJSON *g, const char *k, bool def) {
     return cJSON_IsBool(v) ? cJSON_IsTrue(v) : def;
 }
 
+/* The "▁" of these vocabularies decodes to a space; the rest per vocabulary type. */
+static int wpm_ugm_setup(clb_tokenizer *t, const cJSON *g, bool wpm, int32_t sep_id) {
+    t->dec_from = clb_strdup("\xe2\x96\x81");
+    t->dec_to = clb_strdup(" ");
+    if (!t->dec_from || !t->dec_to) return clb_err(COLIBRI_ERR_NOMEM, "tokenizer: out of memory");
+    for (int32_t i = 0; i < t->n_vocab; i++) t->max_token_len = CLB_MAX(t->max_token_len, (size_t)t->len[i]);
+    if (wpm) { /* [CLS] text [SEP] */
+        t->dec_strip = 1;
+        t->max_token_len += 1; /* llama.cpp tries one byte more than the longest token */
+        if (t->add_bos && t->bos_id >= 0 && sep_id >= 0) {
+            if (!(t->tmpl = clb_malloc(3 * sizeof *t->tmpl))) return clb_err(COLIBRI_ERR_NOMEM, "tokenizer: out of memory");
+            t->tmpl[0] = t->bos_id;
+            t->tmpl[1] = CLB_TMPL_SEQ;
+            t->tmpl[2] = sep_id;
+            t->n_tmpl = 3;
+        }
+        return COLIBRI_OK;
+    }
+    t->ugm_add_prefix = key_bool(g, "tokenizer.ggml.add_space_prefix", false);
+    t->ugm_merge_spaces = key_bool(g, "tokenizer.ggml.remove_extra_whitespaces", false);
+    t->ugm_escape_ws = true;
+    t->ugm_ws_suffix = false;
+    t->dec_strip = t->ugm_add_prefix ? 1 : 0;
+    float mn = 3.402823466e38f;
+    for (int32_t i = 0; i < t->n_vocab; i++)
+        if (!(t->attr[i] & (CLB_TA_ADDED | CLB_TA_UNKNOWN | CLB_TA_BYTE | CLB_TA_UNUSED)))
+            mn = CLB_MIN(mn, (float)t->dscores[i]);
+    t->unk_score = (double)(mn - 10.0f);
+    const cJSON *cm = key(g, "tokenizer.ggml.precompiled_charsmap");
+    int n = cJSON_GetArraySize(cm);
+    if (!cJSON_IsArray(cm) || n <= 0) return COLIBRI_OK; /* no normalization map: text as it is */
+    unsigned char *blob = clb_malloc((size_t)n);
+    if (!blob) return clb_err(COLIBRI_ERR_NOMEM, "tokenizer: out of memory");
+    int i = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, cm) {
+        int32_t b;
+        if (!clb_json_int(e, 0, 256, &b)) {
+            clb_free(blob);
+            return clb_err(COLIBRI_ERR_FORMAT, "gguf: tokenizer.ggml.precompiled_charsmap is not an array of bytes");
+        }
+        blob[i++] = (unsigned char)b;
+    }
+    int rc = clb_charsmap_parse(blob, (size_t)n, &t->charsmap);
+    clb_free(blob);
+    return rc;
+}
+
 static int build(clb_tokenizer **out, const cJSON *g) {
     const cJSON *model = key(g, "tokenizer.ggml.model"), *tokens = key(g, "tokenizer.ggml.tokens");
     if (!cJSON_IsString(model))
         return clb_err(COLIBRI_ERR_FORMAT, "gguf: tokenizer.ggml.model missing");
-    bool spm = !strcmp(model->valuestring, "llama"), bpe = !strcmp(model->valuestring, "gpt2");
-    if (!spm && !bpe)
-        return clb_err(COLIBRI_ERR_UNSUPPORTED, "gguf: tokenizer model '%s' is not supported",
-                       model->valuestring);
+    const char *mn = model->valuestring;
+    bool spm = !strcmp(mn, "llama"), bpe = !strcmp(mn, "gpt2"), wpm = !strcmp(mn, "bert"), ugm = !strcmp(mn, "t5");
+    if (!spm && !bpe && !wpm && !ugm)
+        return clb_err(COLIBRI_ERR_UNSUPPORTED, "gguf: tokenizer model '%s' is not supported (llama, gpt2, "
+                       "bert and t5 are)", mn);
     int n = cJSON_GetArraySize(tokens);
     if (!cJSON_IsArray(tokens) || n <= 0)
         return clb_err(COLIBRI_ERR_FORMAT, "gguf: tokenizer.ggml.tokens missing or empty");
@@ -231,9 +280,10 @@ static int build(clb_tokenizer **out, const cJSON *g) {
     clb_tokenizer *t = clb_tok_alloc(n);
     if (!t) return COLIBRI_ERR_NOMEM;
     *out = t;
-    t->model = spm ? CLB_MODEL_SPM : CLB_MODEL_BPE;
+    t->model = spm ? CLB_MODEL_SPM : bpe ? CLB_MODEL_BPE : wpm ? CLB_MODEL_WPM : CLB_MODEL_UGM;
     t->byte_level = bpe;
     t->byte_fallback = spm;
+    t->gguf_added_rules = true;
     int rc, i = 0;
     const cJSON *e;
     cJSON_ArrayForEach(e, tokens) {
@@ -248,13 +298,21 @@ static int build(clb_tokenizer **out, const cJSON *g) {
         i = 0;
         cJSON_ArrayForEach(e, scores) t->scores[i++] = cJSON_IsNumber(e) ? (float)e->valuedouble : 0.0f;
     }
+    if (ugm) { /* the file's floats, summed as llama.cpp does (tok_models.c) */
+        t->dscores = clb_calloc((size_t)n, sizeof(double));
+        if (!t->dscores) return clb_err(COLIBRI_ERR_NOMEM, "tokenizer: out of memory");
+        i = 0;
+        cJSON_ArrayForEach(e, scores) t->dscores[i++] = cJSON_IsNumber(e) ? (double)(float)e->valuedouble : 0.0;
+    }
     /* token types: 1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused, 6 byte */
     i = 0;
     cJSON_ArrayForEach(e, types) {
         int ty = cJSON_IsNumber(e) ? e->valueint : 1;
         const char *s = t->pool.p + t->foff[i];
-        clb_added_tok a = {i, (char *)s, t->flen[i], true, false, false, false, false};
+        clb_added_tok a = {.id = i, .content = (char *)s, .len = t->flen[i], .special = true};
         if (ty == 2) t->attr[i] |= CLB_TA_UNKNOWN;
+        if (ty == 6 && ugm) t->attr[i] |= CLB_TA_BYTE;
+        if (ty == 5) t->attr[i] |= CLB_TA_UNUSED;
         if (ty == 2 || ty == 3 || ty == 4) {
             a.special = ty != 4;
             if ((rc = clb_tok_add_added(t, &a)) != COLIBRI_OK) return rc;
@@ -264,18 +322,23 @@ static int build(clb_tokenizer **out, const cJSON *g) {
     }
     const cJSON *pre_name = key(g, "tokenizer.ggml.pre");
     const pre_def *pd = bpe ? find_pre(cJSON_IsString(pre_name) ? pre_name->valuestring : NULL) : NULL;
-    t->bos_id = key_id(g, "tokenizer.ggml.bos_token_id", spm ? 1 : -1);
-    t->eos_id = key_id(g, "tokenizer.ggml.eos_token_id", spm ? 2 : -1);
-    t->unk_id = key_id(g, "tokenizer.ggml.unknown_token_id", spm ? 0 : -1);
-    t->pad_id = key_id(g, "tokenizer.ggml.padding_token_id", -1);
+    /* llama.cpp's defaults per vocabulary type, then the file's keys */
+    t->bos_id = key_id(g, "tokenizer.ggml.bos_token_id", spm ? 1 : wpm ? 101 : -1);
+    t->eos_id = key_id(g, "tokenizer.ggml.eos_token_id", spm ? 2 : ugm ? 1 : -1);
+    t->unk_id = key_id(g, "tokenizer.ggml.unknown_token_id", spm ? 0 : wpm ? 100 : ugm ? 2 : -1);
+    t->pad_id = key_id(g, "tokenizer.ggml.padding_token_id", wpm || ugm ? 0 : -1);
+    int32_t sep_id = key_id(g, "tokenizer.ggml.seperator_token_id", wpm ? 102 : -1);
+    if (sep_id >= n) sep_id = -1;
     if (pd && pd->no_bos) t->bos_id = -1;
     for (int32_t *p = &t->bos_id; p <= &t->pad_id; p++) {
         if (p == &t->bos_id || p == &t->eos_id || p == &t->unk_id || p == &t->pad_id)
             if (*p >= n) *p = -1;
     }
-    t->add_bos = key_bool(g, "tokenizer.ggml.add_bos_token", spm || (pd && pd->add_bos));
-    t->add_eos = key_bool(g, "tokenizer.ggml.add_eos_token", false);
-    if (spm) {
+    t->add_bos = key_bool(g, "tokenizer.ggml.add_bos_token", spm || wpm || (pd && pd->add_bos));
+    t->add_eos = key_bool(g, "tokenizer.ggml.add_eos_token", ugm);
+    if (wpm || ugm) {
+        if ((rc = wpm_ugm_setup(t, g, wpm, sep_id)) != COLIBRI_OK) return rc;
+    } else if (spm) {
         bool prefix = key_bool(g, "tokenizer.ggml.add_space_prefix", true);
         clb_norm_op rep = {0};
         rep.kind = CLB_N_REPLACE;

@@ -13,6 +13,11 @@
 
 #include "text/tok_internal.h"
 
+/* Rust regex's \w (tokenizers' Whitespace pre-tokenizer): Alphabetic, marks, decimal
+   digits, connector punctuation, joiners (PCRE2's \w has other digits and fewer marks) */
+#define RE_WORD_CHARS "\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\x{200C}\\x{200D}"
+#define RE_WORD "[" RE_WORD_CHARS "]"
+
 #define GPT2_REGEX \
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"
 
@@ -130,10 +135,38 @@ static int parse_normalizer(clb_tokenizer *t, const cJSON *n) {
             op.re = clb_regex_compile(re, strlen(re), "Replace normalizer");
             if (!op.re) { clb_free(op.b); return COLIBRI_ERR_UNSUPPORTED; }
         }
+    } else if (!strcmp(ty, "BertNormalizer")) {
+        op.kind = CLB_N_BERT;
+        op.clean = jbool(n, "clean_text", true);
+        op.chinese = jbool(n, "handle_chinese_chars", true);
+        op.lowercase = jbool(n, "lowercase", true);
+        op.strip_accents = jbool(n, "strip_accents", op.lowercase); /* null: as lowercase */
+    } else if (!strcmp(ty, "StripAccents")) {
+        op.kind = CLB_N_STRIP_ACCENTS;
+    } else if (!strcmp(ty, "Nmt")) {
+        op.kind = CLB_N_NMT;
+    } else if (!strcmp(ty, "Precompiled")) {
+        const char *b64 = jstr(n, "precompiled_charsmap");
+        size_t bn = 0;
+        unsigned char *blob = b64 ? clb_base64_decode(b64, &bn) : NULL;
+        if (!blob) return clb_err(COLIBRI_ERR_FORMAT, "tokenizer.json: Precompiled without a base64 precompiled_charsmap");
+        op.kind = CLB_N_PRECOMPILED;
+        op.cm = clb_calloc(1, sizeof *op.cm);
+        int rc = op.cm ? clb_charsmap_parse(blob, bn, op.cm) : clb_err(COLIBRI_ERR_NOMEM, "tokenizer: out of memory");
+        clb_free(blob);
+        if (rc != COLIBRI_OK) {
+            clb_free(op.cm);
+            return rc;
+        }
     } else {
         return clb_err(COLIBRI_ERR_UNSUPPORTED, "tokenizer.json: normalizer %s is not supported", ty);
     }
-    return clb_tok_add_norm(t, &op);
+    int rc = clb_tok_add_norm(t, &op);
+    if (rc != COLIBRI_OK && op.cm) {
+        clb_charsmap_free(op.cm);
+        clb_free(op.cm);
+    }
+    return rc;
 }
 
 static int behavior_of(const char *b) {
@@ -185,6 +218,8 @@ static int parse_pre(clb_tokenizer *t, const cJSON *p) {
         op.kind = CLB_P_METASPACE;
         const char *r = jstr(p, "replacement");
         if (!r) r = "\xe2\x96\x81";
+        if (!*r || clb_utf8_valid_char((const unsigned char *)r, strlen(r)) != strlen(r))
+            return clb_err(COLIBRI_ERR_FORMAT, "tokenizer.json: Metaspace replacement \"%.20s\" is not one character", r);
         op.repl = dupn(r, op.repl_len = strlen(r));
         if (!op.repl) return clb_err(COLIBRI_ERR_NOMEM, "tokenizer: out of memory");
         const char *ps = jstr(p, "prepend_scheme");
@@ -201,8 +236,25 @@ static int parse_pre(clb_tokenizer *t, const cJSON *p) {
         return clb_tok_add_split_regex(t, "[\\p{P}!-/:-@\\[-`{-~]", beh < 0 ? CLB_SPLIT_ISOLATED : beh,
                                        false);
     }
+    if (!strcmp(ty, "CharDelimiterSplit")) {
+        const char *d = jstr(p, "delimiter");
+        bool is_re;
+        if (!d || !*d || clb_utf8_valid_char((const unsigned char *)d, strlen(d)) != strlen(d))
+            return clb_err(COLIBRI_ERR_FORMAT, "tokenizer.json: CharDelimiterSplit needs a one-character delimiter");
+        cJSON *pat = cJSON_CreateObject();
+        if (!pat || !cJSON_AddStringToObject(pat, "String", d)) {
+            cJSON_Delete(pat);
+            return clb_err(COLIBRI_ERR_NOMEM, "tokenizer: out of memory");
+        }
+        char *src = pattern_source(pat, &is_re);
+        cJSON_Delete(pat);
+        int rc = src ? clb_tok_add_split_regex(t, src, CLB_SPLIT_REMOVED, false)
+                     : clb_err(COLIBRI_ERR_NOMEM, "tokenizer: out of memory");
+        clb_free(src);
+        return rc;
+    }
     if (!strcmp(ty, "Whitespace"))
-        return clb_tok_add_split_regex(t, "\\w+|[^\\w\\s]+", CLB_SPLIT_REMOVED, true);
+        return clb_tok_add_split_regex(t, RE_WORD "+|[^\\s" RE_WORD_CHARS "]+", CLB_SPLIT_REMOVED, true);
     if (!strcmp(ty, "WhitespaceSplit"))
         return clb_tok_add_split_regex(t, "\\s+", CLB_SPLIT_REMOVED, false);
     if (!strcmp(ty, "BertPreTokenizer")) {
@@ -213,12 +265,12 @@ static int parse_pre(clb_tokenizer *t, const cJSON *p) {
     return clb_err(COLIBRI_ERR_UNSUPPORTED, "tokenizer.json: pre_tokenizer %s is not supported", ty);
 }
 
-static void parse_decoder(clb_tokenizer *t, const cJSON *d) {
+static void parse_decoder_step(clb_tokenizer *t, const cJSON *d) {
     const char *ty = jtype(d);
     if (!ty) return;
     if (!strcmp(ty, "Sequence")) {
         const cJSON *e;
-        cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(d, "decoders")) parse_decoder(t, e);
+        cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(d, "decoders")) parse_decoder_step(t, e);
     } else if (!strcmp(ty, "ByteLevel")) {
         t->dec_utf8_lossy = true;
     } else if (!strcmp(ty, "Replace")) {
@@ -242,8 +294,27 @@ static void parse_decoder(clb_tokenizer *t, const cJSON *d) {
         const char *ps = jstr(d, "prepend_scheme");
         bool strip = ps ? strcmp(ps, "never") != 0 : jbool(d, "add_prefix_space", true);
         if (strip) t->dec_strip = 1;
+    } else if (!strcmp(ty, "WordPiece")) { /* "##x" glues to the previous token, others get a space */
+        const char *pf = jstr(d, "prefix");
+        t->dec_wordpiece = true;
+        t->dec_cleanup = jbool(d, "cleanup", true);
+        t->dec_strip = 1;
+        clb_free(t->dec_prefix);
+        t->dec_prefix = dupn(pf ? pf : "##", strlen(pf ? pf : "##"));
     }
     /* ByteFallback and Fuse need nothing: byte tokens and concatenation are built in */
+}
+
+static int parse_decoder(clb_tokenizer *t, const cJSON *d) {
+    if (!d || cJSON_IsNull(d)) { /* tokenizers with no decoder join the tokens with spaces */
+        t->dec_join = true;
+        t->dec_strip = 1;
+        return COLIBRI_OK;
+    }
+    parse_decoder_step(t, d);
+    if ((t->dec_wordpiece && !t->dec_prefix) || (t->dec_from && !t->dec_to))
+        return clb_err(COLIBRI_ERR_NOMEM, "tokenizer: out of memory");
+    return COLIBRI_OK;
 }
 
 static int32_t vocab_id(const clb_tokenizer *t, const char *s) {
@@ -386,6 +457,68 @@ static int bad_id(const char *what, const char *name, const cJSON *v, size_t n_e
                    CLB_TOK_ID_SLACK);
 }
 
+/* Added tokens with normalized=true are matched in normalized text, by their normalized
+   content (tokenizers' normalized_cache), which is also what they decode to. */
+static int normalize_added(clb_tokenizer *t) {
+    clb_buf b = {0};
+    int rc = COLIBRI_OK;
+    for (int i = 0; i < t->n_added && rc == COLIBRI_OK; i++) {
+        clb_added_tok *a = &t->added[i];
+        if (!a->normalized) continue;
+        b.n = 0;
+        if ((rc = clb_tok_normalize_text(t, a->content, a->len, &b)) != COLIBRI_OK) break;
+        if (!(a->norm = dupn(b.p ? b.p : "", b.n))) rc = clb_err(COLIBRI_ERR_NOMEM, "tokenizer: out of memory");
+        a->norm_len = b.n;
+    }
+    clb_buf_free(&b);
+    return rc;
+}
+
+static int model_kind(const char *mt) {
+    if (!strcmp(mt, "BPE")) return CLB_MODEL_BPE;
+    if (!strcmp(mt, "WordPiece")) return CLB_MODEL_WORDPIECE;
+    if (!strcmp(mt, "WordLevel")) return CLB_MODEL_WORDLEVEL;
+    if (!strcmp(mt, "Unigram")) return CLB_MODEL_UNIGRAM;
+    return 0;
+}
+
+/* A Unigram vocabulary entry [piece, score]. */
+static bool unigram_entry(const cJSON *e, const char **piece, double *score) {
+    const cJSON *p = cJSON_GetArrayItem(e, 0), *sc = cJSON_GetArrayItem(e, 1);
+    if (!cJSON_IsArray(e) || cJSON_GetArraySize(e) != 2 || !cJSON_IsString(p) || !cJSON_IsNumber(sc) ||
+        !(sc->valuedouble > -1e300 && sc->valuedouble < 1e300))
+        return false;
+    *piece = p->valuestring;
+    *score = sc->valuedouble;
+    return true;
+}
+
+/* Model-specific settings after the vocabulary is known. */
+static int load_model_params(clb_tokenizer *t, const cJSON *model) {
+    if (t->model == CLB_MODEL_WORDPIECE) {
+        const char *cp = jstr(model, "continuing_subword_prefix");
+        if (!(t->cont_prefix = dupn(cp ? cp : "##", strlen(cp ? cp : "##"))))
+            return clb_err(COLIBRI_ERR_NOMEM, "tokenizer: out of memory");
+        const cJSON *mc = cJSON_GetObjectItemCaseSensitive(model, "max_input_chars_per_word");
+        t->max_chars = 100;
+        if (mc && !clb_json_int(mc, 0, 2147483648.0, &t->max_chars))
+            return clb_err(COLIBRI_ERR_FORMAT, "tokenizer.json: WordPiece max_input_chars_per_word is not a count");
+    }
+    if (t->model == CLB_MODEL_UNIGRAM) {
+        const cJSON *u = cJSON_GetObjectItemCaseSensitive(model, "unk_id");
+        t->unk_id = -1;
+        if (u && !cJSON_IsNull(u) && !clb_json_int(u, 0, t->n_model, &t->unk_id))
+            return clb_err(COLIBRI_ERR_FORMAT, "tokenizer.json: Unigram unk_id is not an id of its %d pieces",
+                           (int)t->n_model);
+        double mn = 1e300;
+        for (int32_t i = 0; i < t->n_model; i++) mn = CLB_MIN(mn, t->dscores[i]);
+        t->unk_score = mn - 10.0; /* tokenizers' K_UNK_PENALTY */
+    } else {
+        t->unk_id = vocab_id(t, jstr(model, "unk_token"));
+    }
+    return COLIBRI_OK;
+}
+
 static int load(clb_tokenizer **out, const cJSON *root, const cJSON *cfg) {
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
     const char *mt = jtype(model);
@@ -393,22 +526,37 @@ static int load(clb_tokenizer **out, const cJSON *root, const cJSON *cfg) {
     const cJSON *merges = cJSON_GetObjectItemCaseSensitive(model, "merges");
     if (!mt && cJSON_IsArray(merges)) mt = "BPE";
     if (!mt) return clb_err(COLIBRI_ERR_FORMAT, "tokenizer.json: no model type");
-    if (strcmp(mt, "BPE") != 0)
-        return clb_err(COLIBRI_ERR_UNSUPPORTED, "tokenizer.json: model %s is not supported (BPE only)", mt);
-    if (!cJSON_IsObject(vocab) || !cJSON_IsArray(merges))
-        return clb_err(COLIBRI_ERR_FORMAT, "tokenizer.json: BPE model without vocab/merges");
+    int kind = model_kind(mt);
+    if (!kind)
+        return clb_err(COLIBRI_ERR_UNSUPPORTED, "tokenizer.json: model %s is not supported (BPE, WordPiece, "
+                       "WordLevel and Unigram are)", mt);
+    if (kind == CLB_MODEL_UNIGRAM ? !cJSON_IsArray(vocab) : !cJSON_IsObject(vocab))
+        return clb_err(COLIBRI_ERR_FORMAT, "tokenizer.json: %s model without a vocab %s", mt,
+                       kind == CLB_MODEL_UNIGRAM ? "array" : "object");
+    if (kind == CLB_MODEL_BPE && !cJSON_IsArray(merges))
+        return clb_err(COLIBRI_ERR_FORMAT, "tokenizer.json: BPE model without merges");
     const cJSON *added = cJSON_GetObjectItemCaseSensitive(root, "added_tokens"), *e;
     /* Arrays are sized by the largest id, so the largest id is bounded by the number of
        entries that give ids (a few holes are allowed, a huge id in a small file is not). */
     int32_t max_id = -1, id;
-    size_t n_entries = 0;
+    size_t n_entries = 0, n_model = 0;
     cJSON_ArrayForEach(e, vocab) n_entries++;
+    n_model = n_entries;
     cJSON_ArrayForEach(e, added) n_entries++;
     double id_limit = CLB_MIN(2.0 * (double)n_entries + CLB_TOK_ID_SLACK, (double)(1 << 30));
-    cJSON_ArrayForEach(e, vocab) {
-        if (!clb_json_int(e, 0, id_limit, &id))
-            return bad_id("vocab entry", e->string, e, n_entries, id_limit);
-        if (id > max_id) max_id = id;
+    if (kind == CLB_MODEL_UNIGRAM) { /* ids are the positions */
+        const char *piece;
+        double score;
+        if (n_model >= (1u << 30)) return clb_err(COLIBRI_ERR_FORMAT, "tokenizer.json: %zu Unigram pieces", n_model);
+        cJSON_ArrayForEach(e, vocab) if (!unigram_entry(e, &piece, &score))
+            return clb_err(COLIBRI_ERR_FORMAT, "tokenizer.json: a Unigram vocab entry is not [piece, score]");
+        max_id = (int32_t)n_model - 1;
+    } else {
+        cJSON_ArrayForEach(e, vocab) {
+            if (!clb_json_int(e, 0, id_limit, &id))
+                return bad_id("vocab entry", e->string, e, n_entries, id_limit);
+            if (id > max_id) max_id = id;
+        }
     }
     cJSON_ArrayForEach(e, added) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(e, "id");
@@ -422,7 +570,8 @@ static int load(clb_tokenizer **out, const cJSON *root, const cJSON *cfg) {
     clb_tokenizer *t = clb_tok_alloc(max_id + 1);
     if (!t) return COLIBRI_ERR_NOMEM;
     *out = t;
-    t->model = CLB_MODEL_BPE;
+    t->model = kind;
+    t->n_model = (int32_t)CLB_MIN(n_model, (size_t)t->n_vocab);
     const cJSON *pre = cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer");
     const cJSON *dec = cJSON_GetObjectItemCaseSensitive(root, "decoder");
     t->byte_level = has_type(pre, "ByteLevel", "pretokenizers") || has_type(dec, "ByteLevel", "decoders");
@@ -430,20 +579,33 @@ static int load(clb_tokenizer **out, const cJSON *root, const cJSON *cfg) {
     t->fuse_unk = jbool(model, "fuse_unk", false);
     t->ignore_merges = jbool(model, "ignore_merges", false);
     const char *cp = jstr(model, "continuing_subword_prefix"), *ew = jstr(model, "end_of_word_suffix");
-    if (cp && *cp) t->cont_prefix = dupn(cp, strlen(cp));
-    if (ew && *ew) t->eow_suffix = dupn(ew, strlen(ew));
+    if (kind == CLB_MODEL_BPE && cp && *cp) t->cont_prefix = dupn(cp, strlen(cp));
+    if (kind == CLB_MODEL_BPE && ew && *ew) t->eow_suffix = dupn(ew, strlen(ew));
     int rc;
-    cJSON_ArrayForEach(e, vocab) {
-        clb_json_int(e, 0, id_limit, &id);
-        if ((rc = clb_tok_set_token(t, id, e->string, strlen(e->string))) != COLIBRI_OK) return rc;
+    if (kind == CLB_MODEL_UNIGRAM) {
+        if (!(t->dscores = clb_calloc((size_t)t->n_vocab, sizeof *t->dscores)))
+            return clb_err(COLIBRI_ERR_NOMEM, "tokenizer: out of memory");
+        id = 0;
+        cJSON_ArrayForEach(e, vocab) {
+            const char *piece;
+            unigram_entry(e, &piece, &t->dscores[id]);
+            if ((rc = clb_tok_set_token(t, id, piece, strlen(piece))) != COLIBRI_OK) return rc;
+            id++;
+        }
+    } else {
+        cJSON_ArrayForEach(e, vocab) {
+            clb_json_int(e, 0, id_limit, &id);
+            if ((rc = clb_tok_set_token(t, id, e->string, strlen(e->string))) != COLIBRI_OK) return rc;
+        }
     }
     bool bl = t->byte_level;
     cJSON_ArrayForEach(e, added) {
         clb_json_int(cJSON_GetObjectItemCaseSensitive(e, "id"), 0, id_limit, &id); /* checked above */
         const char *c = jstr(e, "content");
-        clb_added_tok a = {id, (char *)c, strlen(c), jbool(e, "special", false), jbool(e, "lstrip", false),
-                           jbool(e, "rstrip", false), jbool(e, "single_word", false),
-                           jbool(e, "normalized", false)};
+        clb_added_tok a = {.id = id, .content = (char *)c, .len = strlen(c), .special = jbool(e, "special", false),
+                           .lstrip = jbool(e, "lstrip", false), .rstrip = jbool(e, "rstrip", false),
+                           .single_word = jbool(e, "single_word", false),
+                           .normalized = jbool(e, "normalized", false)};
         if (t->flen[id] == 0 && t->foff[id] == 0) { /* not in the model vocabulary */
             t->byte_level = false; /* added tokens are raw text */
             rc = clb_tok_set_token(t, id, c, strlen(c));
@@ -452,19 +614,23 @@ static int load(clb_tokenizer **out, const cJSON *root, const cJSON *cfg) {
         }
         if ((rc = clb_tok_add_added(t, &a)) != COLIBRI_OK) return rc;
     }
-    parse_decoder(t, dec);
-    /* vocabulary map (before merges and post-processor lookups) */
+    if ((rc = parse_decoder(t, dec)) != COLIBRI_OK) return rc;
+    /* vocabulary map (before merges and post-processor lookups); a Unigram string given
+       twice is the later piece, as in tokenizers */
     if ((rc = clb_strmap_init(&t->vocab, (size_t)t->n_vocab)) != COLIBRI_OK) return rc;
     for (int pass = 0; pass < 2; pass++)
-        for (int32_t i = 0; i < t->n_vocab; i++) {
+        for (int32_t k = 0; k < t->n_vocab; k++) {
+            int32_t i = kind == CLB_MODEL_UNIGRAM ? t->n_vocab - 1 - k : k;
             bool is_added = (t->attr[i] & CLB_TA_ADDED) != 0;
             if ((pass == 0) == is_added) continue;
             if ((rc = clb_strmap_put(&t->vocab, t, i)) != COLIBRI_OK) return rc;
         }
-    if ((rc = parse_merges(t, merges)) != COLIBRI_OK) return rc;
-    t->unk_id = vocab_id(t, jstr(model, "unk_token"));
+    if (kind == CLB_MODEL_BPE && (rc = parse_merges(t, merges)) != COLIBRI_OK) return rc;
+    if ((rc = load_model_params(t, model)) != COLIBRI_OK) return rc;
+
     if ((rc = parse_normalizer(t, cJSON_GetObjectItemCaseSensitive(root, "normalizer"))) != COLIBRI_OK)
         return rc;
+    if ((rc = normalize_added(t)) != COLIBRI_OK) return rc;
     if ((rc = parse_pre(t, pre)) != COLIBRI_OK) return rc;
     bool found = false;
     const cJSON *post = cJSON_GetObjectItemCaseSensitive(root, "post_processor");
@@ -478,7 +644,7 @@ static int load(clb_tokenizer **out, const cJSON *root, const cJSON *cfg) {
         t->bos_id = vocab_id(t, bos);
         t->eos_id = vocab_id(t, eos);
         t->pad_id = vocab_id(t, pad);
-        if (unk && vocab_id(t, unk) >= 0) t->unk_id = vocab_id(t, unk);
+        if (unk && t->unk_id < 0 && t->model == CLB_MODEL_BPE) t->unk_id = vocab_id(t, unk);
         const cJSON *ct = cJSON_GetObjectItemCaseSensitive(cfg, "chat_template");
         const char *tmpl = cJSON_IsString(ct) ? ct->valuestring : NULL;
         if (cJSON_IsArray(ct)) { /* [{"name": "default", "template": ...}, ...] */

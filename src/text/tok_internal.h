@@ -41,13 +41,16 @@ enum {
     CLB_TA_ADDED = 2,        /* an added token matched in text before the model */
     CLB_TA_BYTE = 4,         /* <0xXX> byte-fallback token */
     CLB_TA_UNKNOWN = 8,
-    CLB_TA_USER_DEFINED = 16 /* GGUF user-defined: matched in text even without parse_special */
+    CLB_TA_USER_DEFINED = 16, /* GGUF user-defined: matched in text even without parse_special */
+    CLB_TA_UNUSED = 32        /* GGUF unused */
 };
 
 typedef struct clb_added_tok {
     int32_t id;
     char *content; /* raw text matched */
     size_t len;
+    char *norm;    /* normalized=true: the pattern matched in normalized text (owned) */
+    size_t norm_len;
     bool special, lstrip, rstrip, single_word, normalized;
 } clb_added_tok;
 
@@ -60,11 +63,23 @@ typedef struct clb_added_tok {
 /* The place of the text in a post-processor template (every other entry is a token id). */
 #define CLB_TMPL_SEQ (-1)
 
-enum { CLB_MODEL_BPE = 1, CLB_MODEL_SPM = 2 };
+/* BPE, SPM: merges (tok_encode.c); WORDPIECE, WORDLEVEL, UNIGRAM: tokenizer.json models;
+   WPM, UGM: llama.cpp's GGUF "bert" and "t5" vocabularies (tok_models.c) */
+enum { CLB_MODEL_BPE = 1, CLB_MODEL_SPM, CLB_MODEL_WORDPIECE, CLB_MODEL_WORDLEVEL, CLB_MODEL_UNIGRAM,
+       CLB_MODEL_WPM, CLB_MODEL_UGM };
+
+/* SentencePiece's precompiled normalization map (tok_charsmap.c) */
+typedef struct clb_charsmap {
+    uint32_t *units; /* [n_units] double-array trie */
+    size_t n_units;
+    char *norm;      /* [norm_len + 1] NUL-separated replacements */
+    size_t norm_len;
+} clb_charsmap;
 
 /* normalizer steps (a Sequence is flattened) */
 enum { CLB_N_NFC = 1, CLB_N_NFKC, CLB_N_NFD, CLB_N_NFKD, CLB_N_LOWER, CLB_N_PREPEND,
-       CLB_N_REPLACE, CLB_N_REPLACE_RE, CLB_N_STRIP };
+       CLB_N_REPLACE, CLB_N_REPLACE_RE, CLB_N_STRIP, CLB_N_BERT, CLB_N_STRIP_ACCENTS, CLB_N_NMT,
+       CLB_N_PRECOMPILED };
 typedef struct clb_norm_op {
     int kind;
     char *a;   /* prepend text / replace pattern */
@@ -72,7 +87,9 @@ typedef struct clb_norm_op {
     char *b;   /* replacement */
     size_t blen;
     pcre2_code *re;
-    bool left, right; /* strip */
+    bool left, right;  /* strip */
+    bool clean, chinese, strip_accents, lowercase; /* BertNormalizer */
+    clb_charsmap *cm;  /* Precompiled (owned) */
 } clb_norm_op;
 
 /* pre-tokenizer steps */
@@ -130,6 +147,22 @@ struct clb_tokenizer {
     bool dec_utf8_lossy;
     char *chat_template;
     size_t max_piece;
+    /* WordPiece / WordLevel / Unigram / WPM / UGM */
+    double *dscores;     /* [n_vocab] Unigram scores (GGUF: the file's floats) */
+    double unk_score;    /* Unigram: the score of an unknown character */
+    int32_t *sorted;     /* [n_sorted] ids the Unigram lattice may use, by their bytes */
+    int32_t n_sorted;
+    int32_t n_model;     /* Unigram: ids [0, n_model) are the model's pieces */
+    int max_chars;       /* WordPiece max_input_chars_per_word */
+    size_t max_token_len;
+    clb_charsmap charsmap;                                   /* UGM */
+    bool ugm_add_prefix, ugm_merge_spaces, ugm_escape_ws, ugm_ws_suffix; /* UGM */
+    bool gguf_added_rules; /* llama.cpp's rules for control tokens (tok_added.c) */
+    int n_raw_added, n_norm_added; /* added tokens matched before / after normalization */
+    bool dec_join;       /* decoder: pieces joined by spaces (no decoder, WordPiece) */
+    bool dec_wordpiece;  /* decoder WordPiece: "##" pieces glue, the rest get a space */
+    bool dec_cleanup;    /* WordPiece decoder's cleanup (" ." -> "." ...) */
+    char *dec_prefix;    /* WordPiece decoder's prefix */
 };
 
 /* tok_util.c */
@@ -153,6 +186,8 @@ long clb_bytelevel_decode(const char *s, size_t n, char *out);
 /* Unicode normalization via utf8proc; returns a heap NUL-terminated string. kind CLB_N_*. */
 int clb_unicode_normalize(int kind, const char *s, size_t n, char **out, size_t *out_len);
 pcre2_code *clb_regex_compile(const char *pattern, size_t len, const char *what);
+bool clb_cp_is_space(uint32_t c); /* Unicode White_Space (Rust regex \s) */
+bool clb_cp_is_word(uint32_t c);  /* Rust regex \w */
 /* A JSON number that is an integer in [lo, hi) (checked before any conversion): true and *out
    set, else false. */
 bool clb_json_int(const cJSON *v, double lo, double hi, int32_t *out);
@@ -178,7 +213,23 @@ static inline uint32_t clb_char_code(const char *s, size_t l) {
 
 /* tok_encode.c */
 int clb_tok_encode(const clb_tokenizer *tok, const char *text, size_t len, bool add_special,
-                   bool parse_special, int32_t *out, size_t cap, size_t *n_out);
+                   bool parse_special, const size_t *plain, size_t n_plain, int32_t *out, size_t cap,
+                   size_t *n_out);
+
+/* tok_normalize.c: the tokenizer's normalizers over s[0, n) into out (for added tokens with
+   normalized=true; the growth limits apply). */
+int clb_tok_normalize_text(const clb_tokenizer *tok, const char *s, size_t n, clb_buf *out);
+
+/* tok_charsmap.c */
+int clb_charsmap_parse(const unsigned char *blob, size_t n, clb_charsmap *m);
+void clb_charsmap_free(clb_charsmap *m);
+/* Hugging Face's Precompiled normalizer over s[0, n), appended to out. */
+int clb_charsmap_hf(const clb_charsmap *m, const char *s, size_t n, clb_buf *out);
+/* SentencePiece's rule: the longest key at s[0, n): its length (0: none) and replacement. */
+size_t clb_charsmap_spm_prefix(const clb_charsmap *m, const char *s, size_t n, const char **repl,
+                               size_t *repl_len);
+/* base64 (standard alphabet, padding optional) -> bytes; heap, NULL on bad input */
+unsigned char *clb_base64_decode(const char *s, size_t *n_out);
 
 /* tok_gguf.c */
 clb_tokenizer *clb_tok_from_gguf_json(const cJSON *g);

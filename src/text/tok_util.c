@@ -248,7 +248,12 @@ int clb_unicode_normalize(int kind, const char *s, size_t n, char **out, size_t 
             utf8proc_int32_t cp;
             utf8proc_ssize_t l = utf8proc_iterate(p + i, (utf8proc_ssize_t)(n - i), &cp);
             if (l <= 0) { r[rl++] = s[i++]; continue; }
-            rl += (size_t)utf8proc_encode_char(utf8proc_tolower(cp), (utf8proc_uint8_t *)r + rl);
+            if (cp == 0x130) { /* the one unconditional multi-character lowercase: i + U+0307 */
+                memcpy(r + rl, "i\xcc\x87", 3);
+                rl += 3;
+            } else {
+                rl += (size_t)utf8proc_encode_char(utf8proc_tolower(cp), (utf8proc_uint8_t *)r + rl);
+            }
             i += (size_t)l;
         }
         r[rl] = 0;
@@ -285,6 +290,31 @@ int clb_unicode_normalize(int kind, const char *s, size_t n, char **out, size_t 
     *out = r;
     *out_len = rl;
     return COLIBRI_OK;
+}
+
+unsigned char *clb_base64_decode(const char *s, size_t *n_out) {
+    size_t n = strlen(s);
+    unsigned char *o = clb_malloc(n / 4 * 3 + 4);
+    if (!o) return NULL;
+    uint32_t acc = 0;
+    int bits = 0;
+    size_t k = 0, i = 0;
+    for (; i < n && s[i] != '='; i++) {
+        char c = s[i];
+        int v = c >= 'A' && c <= 'Z' ? c - 'A' : c >= 'a' && c <= 'z' ? c - 'a' + 26
+              : c >= '0' && c <= '9' ? c - '0' + 52 : c == '+' ? 62 : c == '/' ? 63 : -1;
+        if (v < 0) { clb_free(o); return NULL; }
+        acc = (acc << 6) | (uint32_t)v;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            o[k++] = (unsigned char)(acc >> bits);
+        }
+    }
+    for (; i < n; i++)
+        if (s[i] != '=') { clb_free(o); return NULL; }
+    *n_out = k;
+    return o;
 }
 
 bool clb_json_int(const cJSON *v, double lo, double hi, int32_t *out) {

@@ -1,11 +1,14 @@
 /* tokenizer.h — text <-> token ids for Hugging Face tokenizer.json files and GGUF vocabularies.
  *
  * Supported:
- *   - HF tokenizer.json, model BPE (byte-level like GPT-2/Qwen, or SentencePiece-style with
- *     byte_fallback like Llama/Mistral), with the normalizers, pre-tokenizers, post-processors
- *     and decoders real files use; added tokens (special and not) matched before the model.
- *   - GGUF tokenizer.ggml.*: model "llama" (SentencePiece merge-by-score, <0xXX> byte tokens)
- *     and "gpt2" (byte-level BPE with the pre-tokenizer regexes chosen by tokenizer.ggml.pre).
+ *   - HF tokenizer.json, models BPE (byte-level like GPT-2/Qwen, or SentencePiece-style with
+ *     byte_fallback like Llama/Mistral), WordPiece (BERT), WordLevel and Unigram (SentencePiece
+ *     models converted by tokenizers, with their Precompiled charsmap), with the normalizers,
+ *     pre-tokenizers, post-processors and decoders real files use; added tokens (special and
+ *     not) split out as tokenizers does (flags lstrip/rstrip/single_word/normalized).
+ *   - GGUF tokenizer.ggml.*: model "llama" (SentencePiece merge-by-score, <0xXX> byte tokens),
+ *     "gpt2" (byte-level BPE with the pre-tokenizer regexes chosen by tokenizer.ggml.pre),
+ *     "bert" (llama.cpp's WPM) and "t5" (llama.cpp's UGM: Unigram + precompiled charsmap).
  *
  * A tokenizer is immutable after creation: clb_tokenize / clb_detokenize may be called from
  * several threads at once on the same tokenizer (each call keeps its own scratch state).
@@ -62,12 +65,23 @@ void clb_tokenizer_free(clb_tokenizer *tok); /* NULL is fine */
 /* Tokenizes len bytes of text (UTF-8; invalid bytes are tokenized as bytes where the model can).
    add_special: add BOS/EOS (or the post-processor's template) as the tokenizer files say.
    parse_special: special added tokens written in the text (e.g. "<|im_start|>") become their
-   ids; without it they are tokenized as plain text. Non-special added tokens are always matched
-   (as Hugging Face and llama.cpp do).
+   ids, as Hugging Face's encode(text) does; without it they are tokenized as plain text
+   (tokenizers' split_special_tokens). Non-special added tokens are always matched (as Hugging
+   Face and llama.cpp do).
    Writes up to cap ids to out and the count to *n_out. When cap is too small, returns
    COLIBRI_ERR_ARG with *n_out set to the number needed (out may then be partly written). */
 int clb_tokenize(const clb_tokenizer *tok, const char *text, size_t len, bool add_special,
                  bool parse_special, int32_t *out, size_t cap, size_t *n_out);
+
+/* The same, except that no special token is matched where it would overlap one of the
+   n_plain byte spans [plain[2i], plain[2i + 1]) of text (text a user typed: it stays text,
+   whatever parse_special says). */
+int clb_tokenize_plain(const clb_tokenizer *tok, const char *text, size_t len, bool add_special,
+                       bool parse_special, const size_t *plain, size_t n_plain, int32_t *out, size_t cap,
+                       size_t *n_out);
+
+/* Length of the longest special added token whose text starts at s[0, n), 0 if none. */
+size_t clb_tokenizer_special_at(const clb_tokenizer *tok, const char *s, size_t n);
 
 /* Turns n ids back into text (what the tokenizer's decoder gives; for HF files this equals
    tokenizers' decode with clean_up_tokenization_spaces false). skip_special drops special

@@ -138,7 +138,7 @@ for bad in '[0,"x",1]' '[0,2.7]' '[0,1e20]' '[0,-1e20]' '[null]' '{"a":1}'; do
     echo "$bad" | expect_fail "not" tokenize --tokenizer "$WORK/ok.json" --jsonl --decode
 done
 echo '[0,1,0]' | "$COLIBRI" tokenize --tokenizer "$WORK/ok.json" --jsonl --decode >"$WORK/out" 2>&1 || fail "--jsonl --decode of good ids"
-grep -qx '"aba"' "$WORK/out" || fail "--jsonl --decode [0,1,0] gave $(cat "$WORK/out")"
+grep -qx '"a b a"' "$WORK/out" || fail "--jsonl --decode [0,1,0] gave $(cat "$WORK/out") (no decoder: tokens joined by spaces)"
 
 [ "$FAILS" -eq 0 ] && echo "bad_input: all cases failed cleanly"
 [ "$FAILS" -eq 0 ]

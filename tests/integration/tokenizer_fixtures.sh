@@ -1,8 +1,11 @@
 #!/bin/sh
 # Tokenizer oracle test: drives `$COLIBRI tokenize` over EVERY case of the public fixtures in
 # tests/fixtures/tokenizers (see its README.md):
-#   llama2/, qwen3/ cases.jsonl: ids (added tokens parsed, nothing added), ids_special (BOS/EOS as
-#     the files say), decoded (decode of ids, special tokens kept);
+#   llama2/, qwen3/, wordpiece/, wordlevel/, unigram/ cases.jsonl: ids (added tokens parsed,
+#     nothing added), ids_special (BOS/EOS as the files say), decoded (decode of ids, special
+#     tokens kept), decoded_skip (decode of ids_special without special tokens);
+#   unigram/vocab-t5.gguf: the same SentencePiece model as a GGUF "t5" vocabulary vs
+#     SentencePiece's own ids;
 #   llamacpp-suite/*.gguf: every .inp input against its .out line (no BOS, no special parsing).
 # Prints "N/M cases passed" per file and check; exits non-zero on any mismatch.
 # Env: COLIBRI (the CLI), PYTHON (default /usr/bin/python3), WORK (scratch dir, optional).
@@ -49,13 +52,16 @@ def report(name, got, want, texts, fmt):
     if bad:
         failed += 1
 
-for name in ("llama2", "qwen3"):
+def check_cases(name):
+    """ids (added tokens parsed, nothing added), ids_special, decoded of <name>/cases.jsonl;
+    returns the cases and the output of decoding ids_special with --skip-special."""
+    global total_files
     d = os.path.join(fix, name)
     tok = os.path.join(d, "tokenizer.json")
     cases = [json.loads(l) for l in open(os.path.join(d, "cases.jsonl"), encoding="utf-8")]
     texts = [c["text"] for c in cases]
     total_files += 1
-    out = run(tok, texts, "--parse-special")
+    out = run(tok, texts)
     report(name + "/cases.jsonl ids", None if out is None else [ids_of(l) for l in out],
            [c["ids"] for c in cases], texts, str)
     out = run(tok, texts, "--special")
@@ -64,7 +70,10 @@ for name in ("llama2", "qwen3"):
     out = run(tok, [c["ids"] for c in cases], "--decode")
     report(name + "/cases.jsonl decoded", None if out is None else [json.loads(l) for l in out],
            [c["decoded"] for c in cases], texts, repr)
-    out = run(tok, [c["ids_special"] for c in cases], "--decode", "--skip-special")
+    return cases, texts, run(tok, [c["ids_special"] for c in cases], "--decode", "--skip-special")
+
+for name in ("llama2", "qwen3"):
+    cases, texts, out = check_cases(name)
     want = [c["decoded"] for c in cases]
     # skip_special on ids_special: the BOS goes away; identical to decoding ids when ids hold
     # no special token themselves
@@ -79,9 +88,26 @@ for name in ("llama2", "qwen3"):
 
 # qwen3 chat.jsonl: the rendered conversations tokenize to rendered_ids
 chat = [json.loads(l) for l in open(os.path.join(fix, "qwen3", "chat.jsonl"), encoding="utf-8")]
-out = run(os.path.join(fix, "qwen3", "tokenizer.json"), [c["rendered"] for c in chat], "--parse-special")
+out = run(os.path.join(fix, "qwen3", "tokenizer.json"), [c["rendered"] for c in chat])
 report("qwen3/chat.jsonl rendered_ids", None if out is None else [ids_of(l) for l in out],
        [c["rendered_ids"] for c in chat], [c["id"] for c in chat], str)
+
+# wordpiece/, wordlevel/, unigram/ (ids from Hugging Face's Rust tokenizers, see the README)
+for name in ("wordpiece", "wordlevel", "unigram"):
+    cases, texts, out = check_cases(name)
+    report(name + "/cases.jsonl decoded_skip", None if out is None else [json.loads(l) for l in out],
+           [c["decoded_skip"] for c in cases], texts, repr)
+
+# the same SentencePiece model as llama.cpp's GGUF "t5" vocabulary, against SentencePiece itself
+# (texts with user-defined pieces: SentencePiece prefixes the whole text once, llama.cpp each
+# fragment between them, as tokenizers does: there the expected ids are tokenizers')
+spm_cases = [json.loads(l) for l in open(os.path.join(fix, "unigram", "spm-cases.jsonl"), encoding="utf-8")]
+hf_ids = {c["text"]: c["ids"] for c in (json.loads(l) for l in open(os.path.join(fix, "unigram", "cases.jsonl"), encoding="utf-8"))}
+want = [hf_ids[c["text"]] if c.get("user_defined") else c["ids"] for c in spm_cases]
+total_files += 1
+out = run(os.path.join(fix, "unigram", "vocab-t5.gguf"), [c["text"] for c in spm_cases], "--no-parse-special")
+report("unigram/vocab-t5.gguf vs spm-cases.jsonl", None if out is None else [ids_of(l) for l in out],
+       want, [c["text"] for c in spm_cases], str)
 
 suite = os.path.join(fix, "llamacpp-suite")
 for vocab in sorted(f for f in os.listdir(suite) if f.endswith(".gguf")):
@@ -97,7 +123,7 @@ for vocab in sorted(f for f in os.listdir(suite) if f.endswith(".gguf")):
         pos = k + len(sep)
     want = [ids_of(l) for l in open(path + ".out", encoding="utf-8").read().split("\n")[:len(inputs)]]
     total_files += 1
-    out = run(path, inputs)
+    out = run(path, inputs, "--no-parse-special")
     report("llamacpp-suite/" + vocab, None if out is None else [ids_of(l) for l in out], want, inputs, str)
 
 # throughput (informational): a ~2 MB English-like text made from the cases and their words

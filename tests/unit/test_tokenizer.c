@@ -193,6 +193,7 @@ static void test_bad_ids_and_sizes(void **st) {
     /* malformed input fails cleanly */
     assert_null(clb_tokenizer_from_hf("{\"model\": 3", 11, NULL));
     assert_null(clb_tokenizer_from_hf("{\"model\": {\"type\": \"WordPiece\"}}", 32, NULL));
+    assert_null(clb_tokenizer_from_hf("{\"model\": {\"type\": \"Frobnicate\", \"vocab\": {}}}", 46, NULL));
 }
 
 /* Pushes ids one by one; every chunk must be whole UTF-8 and the sum equal the full decode. */
@@ -343,6 +344,81 @@ static void test_gguf_vocab(void **st) {
     clb_gguf_close(&g);
 }
 
+/* Added tokens by Hugging Face's rules: lstrip/rstrip/single_word/normalized, specials only
+   with parse_special, never inside a plain span. */
+static const char *k_flags =
+    "{\"model\": {\"type\": \"WordLevel\", \"unk_token\": \"[UNK]\","
+    " \"vocab\": {\"[UNK]\": 0, \"a\": 1, \"b\": 2, \"<\": 3, \">\": 4, \"x\": 5}},"
+    " \"added_tokens\": ["
+    "  {\"id\": 6, \"content\": \"<sp>\", \"special\": true, \"lstrip\": true, \"rstrip\": false,"
+    "   \"single_word\": false, \"normalized\": false},"
+    "  {\"id\": 7, \"content\": \"<w>\", \"special\": false, \"lstrip\": false, \"rstrip\": true,"
+    "   \"single_word\": true, \"normalized\": false},"
+    "  {\"id\": 8, \"content\": \"AB\", \"special\": false, \"lstrip\": false, \"rstrip\": false,"
+    "   \"single_word\": false, \"normalized\": true}],"
+    " \"normalizer\": {\"type\": \"Lowercase\"},"
+    " \"pre_tokenizer\": {\"type\": \"Split\", \"pattern\": {\"Regex\": \".\"}, \"behavior\": \"Isolated\"},"
+    " \"post_processor\": null, \"decoder\": null}";
+
+static void test_added_token_flags(void **st) {
+    (void)st;
+    clb_tokenizer *t = clb_tokenizer_from_hf(k_flags, strlen(k_flags), NULL);
+    if (!t) fprintf(stderr, "flags tokenizer: %s\n", clb_last_error());
+    assert_non_null(t);
+    int32_t ids[64];
+    /* lstrip eats the spaces before <sp> (the pre-tokenizer would keep them as [UNK]s) */
+    size_t n = enc(t, "a  <sp>b", false, true, ids, 64);
+    assert_ids(ids, n, (int32_t[]){1, 6, 2}, 3);
+    /* without parse_special <sp> is text */
+    n = enc(t, "<sp>", false, false, ids, 64);
+    assert_ids(ids, n, (int32_t[]){3, 0, 0, 4}, 4);
+    /* single_word: not between word characters; rstrip eats what follows */
+    n = enc(t, "a<w>b", false, true, ids, 64);
+    assert_ids(ids, n, (int32_t[]){1, 3, 0, 4, 2}, 5);
+    n = enc(t, "a <w>  b", false, true, ids, 64);
+    assert_ids(ids, n, (int32_t[]){1, 0, 7, 2}, 4);
+    /* normalized: matched after lowercasing, by its normalized content "ab" */
+    n = enc(t, "xABx", false, true, ids, 64);
+    assert_ids(ids, n, (int32_t[]){5, 8, 5}, 3);
+    n = enc(t, "xabx", false, true, ids, 64);
+    assert_ids(ids, n, (int32_t[]){5, 8, 5}, 3);
+    /* a plain span (typed by a user) keeps <sp> as text even with parse_special */
+    const char *s = "<sp>a<sp>";
+    size_t plain[2] = {5, 9};
+    assert_int_equal(clb_tokenize_plain(t, s, strlen(s), false, true, plain, 1, ids, 64, &n), COLIBRI_OK);
+    assert_ids(ids, n, (int32_t[]){6, 1, 3, 0, 0, 4}, 6);
+    /* no decoder: tokens joined by spaces */
+    char text[64];
+    size_t tn;
+    int32_t seq[] = {1, 2, 8};
+    assert_int_equal(clb_detokenize(t, seq, 3, false, text, sizeof text, &tn), COLIBRI_OK);
+    assert_int_equal(tn, 6);
+    assert_memory_equal(text, "a b ab", 6);
+    clb_tokenizer_free(t);
+}
+
+/* Hostile precompiled charsmaps fail cleanly or give no match, never read outside. */
+static void test_charsmap_bounds(void **st) {
+    (void)st;
+    clb_charsmap m;
+    unsigned char tiny[3] = {1, 2, 3};
+    assert_int_not_equal(clb_charsmap_parse(tiny, 3, &m), COLIBRI_OK);
+    unsigned char big[8] = {0xff, 0xff, 0, 0, 0, 0, 0, 0}; /* trie larger than the blob */
+    assert_int_not_equal(clb_charsmap_parse(big, 8, &m), COLIBRI_OK);
+    /* units pointing far outside the array */
+    unsigned char wild[4 + 8 + 2] = {8, 0, 0, 0, 0xff, 0xff, 0xff, 0x7f, 0xff, 0xff, 0xff, 0xff, 'x', 0};
+    assert_int_equal(clb_charsmap_parse(wild, sizeof wild, &m), COLIBRI_OK);
+    clb_buf out = {0};
+    assert_int_equal(clb_charsmap_hf(&m, "abc\xc3\xa9", 5, &out), COLIBRI_OK);
+    assert_int_equal(out.n, 5);
+    assert_memory_equal(out.p, "abc\xc3\xa9", 5);
+    const char *r;
+    size_t rl;
+    assert_int_equal(clb_charsmap_spm_prefix(&m, "abc", 3, &r, &rl), 0);
+    clb_buf_free(&out);
+    clb_charsmap_free(&m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_utf8_helpers),
@@ -352,6 +428,8 @@ int main(void) {
         cmocka_unit_test(test_stream_never_splits_utf8),
         cmocka_unit_test(test_fixture_examples),
         cmocka_unit_test(test_gguf_vocab),
+        cmocka_unit_test(test_added_token_flags),
+        cmocka_unit_test(test_charsmap_bounds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
