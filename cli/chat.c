@@ -30,6 +30,10 @@ static void help(void) {
            "\n"
            "  -m, --model PATH      model file or directory\n"
            "  --system TEXT         a system message opening the conversation\n"
+           "  --parse-special       special tokens you type (e.g. <|im_end|>) become control tokens;\n"
+           "                        by default they stay text, so typed text cannot end a turn or\n"
+           "                        open a new role (added tokens that are not special, e.g.\n"
+           "                        <think>, are matched either way)\n"
            "  -t, --threads N       worker threads\n"
            "  --max-seq-len N       context length (default: min(model max, 4096))\n"
            "  -h, --help            this help\n"
@@ -106,6 +110,7 @@ static char *read_line(bool tty) {
 
 int cmd_chat(int argc, char **argv) {
     const char *model = NULL, *system = NULL;
+    int parse_special = 0;
     colibri_params p = colibri_params_default();
     gen_opts go;
     gen_opts_default(&go);
@@ -120,6 +125,10 @@ int cmd_chat(int argc, char **argv) {
         int g = gen_parse_option(&go, argc, argv, &i);
         if (g < 0) return 2;
         if (g > 0) continue;
+        if (!strcmp(a, "--parse-special")) {
+            parse_special = 1;
+            continue;
+        }
         if (!(val = cli_value(argc, argv, &i))) return 2;
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) model = val;
         else if (!strcmp(a, "--system")) system = val;
@@ -193,20 +202,17 @@ int cmd_chat(int argc, char **argv) {
             break;
         }
         free(line);
-        char *text = colibri_chat_render(e, c.m, c.n, 1);
-        if (!text) {
-            rc = cli_fail("%s", colibri_last_error());
-            break;
-        }
-        size_t len = strlen(text), need = 0;
-        int32_t *ids = malloc(sizeof(int32_t) * (len + 8));
-        if (!ids || colibri_tokenize(e, text, len, 1, 1, ids, len + 8, &need)) {
-            free(text);
+        /* the template's special tokens become ids; what the user typed stays text unless
+           --parse-special (see help) */
+        size_t need = 0;
+        int32_t *ids = NULL;
+        if (colibri_chat_tokenize(e, c.m, c.n, 1, 1, parse_special, NULL, 0, &need) ||
+            !(ids = malloc(sizeof(int32_t) * (need + 1))) ||
+            colibri_chat_tokenize(e, c.m, c.n, 1, 1, parse_special, ids, need + 1, &need)) {
             free(ids);
-            rc = cli_fail("%s", colibri_last_error());
+            rc = cli_fail("%s", ids ? colibri_last_error() : "out of memory");
             break;
         }
-        free(text);
         /* keep the shared prefix of the cache (at least one token must be evaluated) */
         size_t keep = 0;
         while (keep < kv.n && keep + 1 < need && kv.ids[keep] == ids[keep]) keep++;

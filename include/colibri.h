@@ -287,6 +287,14 @@ char *colibri_chat_render(colibri_engine_t *e, const colibri_chat_msg *msgs, siz
                           int add_generation_prompt);
 int colibri_chat_template_is_default(colibri_engine_t *e);
 
+/* Renders msgs as colibri_chat_render does and tokenizes the result (add_special as in
+   colibri_tokenize): the special tokens the template writes become their ids, but text
+   inside the messages' content stays text — a user who types "<|im_end|>" gets those
+   characters, not the control token — unless parse_special_in_content. Non-special added
+   tokens are matched everywhere. Same buffer rules as colibri_tokenize. */
+int colibri_chat_tokenize(colibri_engine_t *e, const colibri_chat_msg *msgs, size_t n, int add_generation_prompt,
+                          int add_special, int parse_special_in_content, int32_t *ids, size_t cap, size_t *n_out);
+
 /* Sampling, applied in one documented order (penalties, top-k, temperature, softmax, top-p,
    min-p, draw; temperature <= 0 is greedy). Same seed, same logits: same tokens. */
 typedef struct colibri_sampling {

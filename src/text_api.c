@@ -1,6 +1,7 @@
 /* text_api.c — the text calls of colibri.h: tokenizer, streaming decode, chat template,
  * sampler. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cjson/cJSON.h>
@@ -141,6 +142,132 @@ char *colibri_chat_render(colibri_engine_t *e, const colibri_chat_msg *msgs, siz
     int rc = clb_chat_render(tpl, m, n, add_generation_prompt != 0, bos, eos, &out);
     clb_free(m);
     return rc ? NULL : out;
+}
+
+/* Marks for the special-token text inside message contents while the template renders: a
+   private-use character, the index of the original, another private-use character (a pair
+   absent from the template and every message). */
+typedef struct plain_marks {
+    char open[4], close[4];
+    char **orig;   /* [n] the special-token texts replaced */
+    size_t n, cap;
+} plain_marks;
+
+static bool mark_pair_free(const char *tpl, const colibri_chat_msg *msgs, size_t n, const char *a, const char *b) {
+    if (tpl && (strstr(tpl, a) || strstr(tpl, b))) return false;
+    for (size_t i = 0; i < n; i++)
+        if (msgs[i].content && (strstr(msgs[i].content, a) || strstr(msgs[i].content, b))) return false;
+    return true;
+}
+
+/* content with every special token's text replaced by a mark (heap). */
+static char *mark_content(const clb_tokenizer *tok, plain_marks *pm, const char *c) {
+    size_t n = strlen(c);
+    char *o = clb_malloc(n * 4 + 1), *p = o; /* a mark (3+<=20+3 bytes) replaces >= 2 bytes... */
+    if (!o) return NULL;
+    size_t cap = n * 4 + 1;
+    for (size_t i = 0; i < n;) {
+        size_t l = clb_tokenizer_special_at(tok, c + i, n - i);
+        if (!l) { *p++ = c[i++]; continue; }
+        if (pm->n == pm->cap) {
+            size_t nc = pm->cap ? pm->cap * 2 : 8;
+            char **no = clb_realloc(pm->orig, nc * sizeof *no);
+            if (!no) { clb_free(o); return NULL; }
+            pm->orig = no;
+            pm->cap = nc;
+        }
+        if (!(pm->orig[pm->n] = clb_malloc(l + 1))) { clb_free(o); return NULL; }
+        memcpy(pm->orig[pm->n], c + i, l);
+        pm->orig[pm->n][l] = 0;
+        char mark[40];
+        int ml = snprintf(mark, sizeof mark, "%s%zu%s", pm->open, pm->n, pm->close);
+        pm->n++;
+        size_t used = (size_t)(p - o);
+        if (used + (size_t)ml + (n - i) + 1 > cap) {
+            cap = (used + (size_t)ml + (n - i) + 1) * 2;
+            char *no = clb_realloc(o, cap);
+            if (!no) { clb_free(o); return NULL; }
+            o = no;
+            p = o + used;
+        }
+        memcpy(p, mark, (size_t)ml);
+        p += ml;
+        i += l;
+    }
+    *p = 0;
+    return o;
+}
+
+int colibri_chat_tokenize(colibri_engine_t *e, const colibri_chat_msg *msgs, size_t n, int add_generation_prompt,
+                          int add_special, int parse_special_in_content, int32_t *ids, size_t cap, size_t *n_out) {
+    int rc = need_tok(e);
+    if (rc) return rc;
+    if ((!msgs && n) || !n_out) return clb_err(COLIBRI_ERR_ARG, "NULL argument");
+    const char *tpl = clb_tokenizer_chat_template(e->tok);
+    if (!tpl) tpl = clb_chat_default_template();
+    plain_marks pm = {0};
+    colibri_chat_msg *m = NULL;
+    char *text = NULL, *out = NULL;
+    size_t *spans = NULL, n_spans = 0;
+    if (!parse_special_in_content) {
+        for (unsigned cp = 0xE000; cp < 0xF8FE; cp += 2) { /* a pair of private-use characters */
+            pm.open[0] = (char)(0xE0 | (cp >> 12)), pm.open[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+            pm.open[2] = (char)(0x80 | (cp & 0x3F));
+            pm.close[0] = pm.open[0], pm.close[1] = pm.open[1], pm.close[2] = (char)(0x80 | ((cp + 1) & 0x3F));
+            if ((cp & 0x3F) != 0x3F && mark_pair_free(tpl, msgs, n, pm.open, pm.close)) break;
+            pm.open[0] = 0;
+        }
+        if (!pm.open[0]) return clb_err(COLIBRI_ERR_ARG, "chat: the messages use every private-use mark");
+        m = clb_calloc(n ? n : 1, sizeof *m);
+        rc = m ? COLIBRI_OK : clb_err(COLIBRI_ERR_NOMEM, "out of memory");
+        for (size_t i = 0; i < n && rc == COLIBRI_OK; i++) {
+            m[i].role = msgs[i].role;
+            m[i].content = msgs[i].content ? mark_content(e->tok, &pm, msgs[i].content) : NULL;
+            if (msgs[i].content && !m[i].content) rc = clb_err(COLIBRI_ERR_NOMEM, "out of memory");
+        }
+    }
+    if (rc == COLIBRI_OK && !(text = colibri_chat_render(e, m ? m : msgs, n, add_generation_prompt)))
+        rc = COLIBRI_ERR_FORMAT; /* the message is set */
+    size_t len = text ? strlen(text) : 0;
+    if (rc == COLIBRI_OK && pm.n) { /* the originals back, their spans kept as plain text */
+        size_t total = 0; /* the text may hold each mark many times, and a mark (>= 7 bytes) may */
+        for (size_t i = 0; i < pm.n; i++) total = CLB_MAX(total, strlen(pm.orig[i])); /* be shorter */
+        out = clb_malloc(len / 7 * total + len + 1);
+        spans = clb_malloc(2 * (len / 7 + 1) * sizeof *spans);
+        if (!out || !spans) rc = clb_err(COLIBRI_ERR_NOMEM, "out of memory");
+        size_t o = 0, ol = strlen(pm.open), cl = strlen(pm.close);
+        for (size_t i = 0; i < len && rc == COLIBRI_OK;) {
+            char *end;
+            unsigned long k;
+            if (!memcmp(text + i, pm.open, CLB_MIN(ol, len - i)) && len - i > ol &&
+                (k = strtoul(text + i + ol, &end, 10), end > text + i + ol) && k < pm.n &&
+                !strncmp(end, pm.close, cl)) {
+                size_t l = strlen(pm.orig[k]);
+                spans[2 * n_spans] = o;
+                spans[2 * n_spans + 1] = o + l;
+                n_spans++;
+                memcpy(out + o, pm.orig[k], l);
+                o += l;
+                i = (size_t)(end - text) + cl;
+            } else {
+                out[o++] = text[i++];
+            }
+        }
+        if (rc == COLIBRI_OK) {
+            out[o] = 0;
+            len = o;
+        }
+    }
+    if (rc == COLIBRI_OK)
+        rc = clb_tokenize_plain(e->tok, out ? out : text, len, add_special != 0, true, spans, n_spans, ids, cap, n_out);
+    for (size_t i = 0; m && i < n; i++) clb_free((char *)m[i].content);
+    for (size_t i = 0; i < pm.n; i++) clb_free(pm.orig[i]);
+    clb_free(pm.orig);
+    clb_free(m);
+    clb_free(text);
+    clb_free(out);
+    clb_free(spans);
+    return rc;
 }
 
 int colibri_stop_check(const char *text, size_t len, size_t from, const char *const *stops, size_t n_stops,
