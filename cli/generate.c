@@ -103,6 +103,22 @@ int gen_run(colibri_engine_t *e, const int32_t *prompt, size_t n, const gen_opts
         rc = cli_fail("the prompt is empty");
         goto out;
     }
+    res->ends_line = true;
+    if (o->prompt_echo != GEN_ECHO_NONE) { /* the prompt through the same stream */
+        for (size_t i = 0; i < n; i++) {
+            char piece[512];
+            size_t pn = 0;
+            if (colibri_detok_push(dt, prompt[i], piece, sizeof piece, &pn)) {
+                rc = cli_fail("%s", colibri_last_error());
+                goto out;
+            }
+            if (o->prompt_echo == GEN_ECHO_PRINT && pn) {
+                fwrite(piece, 1, pn, out);
+                res->ends_line = piece[pn - 1] == '\n';
+            }
+        }
+        fflush(out);
+    }
     double t0 = cli_now();
     if (colibri_eval(e, prompt, n - 1, NULL, 0) || colibri_forward(e, prompt[n - 1], logits, NULL)) {
         rc = cli_fail("%s", colibri_last_error());
@@ -147,7 +163,10 @@ int gen_run(colibri_engine_t *e, const int32_t *prompt, size_t n, const gen_opts
         len += pn;
         size_t pos, hold;
         if (colibri_stop_check(text, len, shown, o->stops, (size_t)o->n_stops, &pos, &hold)) {
-            if (pos > shown) fwrite(text + shown, 1, pos - shown, out);
+            if (pos > shown) {
+                fwrite(text + shown, 1, pos - shown, out);
+                res->ends_line = text[pos - 1] == '\n';
+            }
             len = pos;
             shown = pos;
             res->stopped_stop = true;
@@ -157,6 +176,7 @@ int gen_run(colibri_engine_t *e, const int32_t *prompt, size_t n, const gen_opts
             fwrite(text + shown, 1, len - hold - shown, out);
             fflush(out);
             shown = len - hold;
+            res->ends_line = text[shown - 1] == '\n';
         }
         if (colibri_n_past(e) >= colibri_max_seq_len(e)) {
             res->hit_limit = true;
@@ -175,7 +195,10 @@ int gen_run(colibri_engine_t *e, const int32_t *prompt, size_t n, const gen_opts
             memcpy(text + len, piece, pn);
             len += pn;
         }
-        if (len > shown) fwrite(text + shown, 1, len - shown, out);
+        if (len > shown) {
+            fwrite(text + shown, 1, len - shown, out);
+            res->ends_line = text[len - 1] == '\n';
+        }
     }
     fflush(out);
     res->t_gen = cli_now() - t1;

@@ -15,13 +15,21 @@ typedef struct gen_opts {
     const char *stops[GEN_MAX_STOPS];
     int n_stops;
     bool ignore_eos;
+    int prompt_echo;            /* GEN_ECHO_*: what the prompt does to the output */
 } gen_opts;
+
+/* GEN_ECHO_NONE: the continuation starts the text (its leading space is dropped, as at the
+   start of any decode); GEN_ECHO_PRINT: the prompt is printed first (detokenized, special
+   tokens hidden), then the continuation, as llama.cpp does; GEN_ECHO_QUIET: the same text as
+   PRINT would give after the prompt, without the prompt. */
+enum { GEN_ECHO_NONE = 0, GEN_ECHO_PRINT, GEN_ECHO_QUIET };
 
 typedef struct gen_result {
     size_t n_prompt, n_gen;
     double t_prompt, t_gen;
     char *text;       /* the generated text (heap), up to a stop string if one matched */
     bool stopped_eog, stopped_stop, interrupted, hit_limit;
+    bool ends_line;   /* what was written to the output ends with a newline (or is empty) */
 } gen_result;
 
 /* Parses a sampling/generation option at argv[*i]; returns 1 when consumed, 0 when not a

@@ -12,12 +12,16 @@ static void help(void) {
     printf("usage: colibri run -m MODEL (-p TEXT | --tokens IDS) [-n N] [options]\n"
          "\n"
          "With -p: tokenizes TEXT with the model's tokenizer, samples a continuation and streams\n"
-         "it to stdout as text. With --tokens: evaluates the token ids and prints the greedy\n"
-         "continuation's ids on stdout, separated by spaces. Timings go to stderr.\n"
+         "the prompt and its continuation to stdout as text. With --tokens: evaluates the token\n"
+         "ids and prints the greedy continuation's ids on stdout, separated by spaces. Timings go\n"
+         "to stderr, on a line of their own.\n"
          "\n"
          "  -m, --model PATH      .colibri file, .gguf file or Hugging Face directory\n"
-         "  -p, --prompt TEXT     prompt text (BOS added as the tokenizer says; special tokens parsed)\n"
+         "  -p, --prompt TEXT     prompt text (BOS added as the tokenizer says; added and special\n"
+         "                        tokens written in it are parsed, as Hugging Face does)\n"
          "  -f, --file PATH       read the prompt text from a file\n"
+         "  --no-display-prompt   print only the continuation, not the prompt before it\n"
+         "  --no-parse-special    special tokens written in the prompt stay text\n"
          "  --tokens IDS          prompt token ids, comma or space separated (e.g. 1,300,447)\n"
          "  -n, --n-predict N     tokens to generate (default 32 with --tokens, 128 with -p)\n"
          "  -t, --threads N       worker threads (default: online CPUs)\n"
@@ -70,7 +74,7 @@ static char *read_text(const char *path) {
 }
 
 static int run_text(const char *model, const char *prompt, const char *pfile, const char *config,
-                    const colibri_params *p, gen_opts *go) {
+                    const colibri_params *p, gen_opts *go, bool parse_special) {
     char *owned = NULL;
     if (pfile && !(prompt = owned = read_text(pfile))) return cli_fail("%s: cannot read the prompt file", pfile);
     if (go->n_predict == -2) go->n_predict = 128;
@@ -86,12 +90,13 @@ static int run_text(const char *model, const char *prompt, const char *pfile, co
     gen_result res = {0};
     if (!ids || !s) {
         rc = cli_fail("%s", s ? "out of memory" : colibri_last_error());
-    } else if (colibri_tokenize(e, prompt, len, 1, 1, ids, cap, &n)) {
+    } else if (colibri_tokenize(e, prompt, len, 1, parse_special, ids, cap, &n)) {
         rc = cli_fail("%s", colibri_last_error());
     } else if (n == 0) {
         rc = cli_fail("run: the prompt has no tokens");
     } else if (!(rc = gen_run(e, ids, n, go, stdout, NULL, s, &res))) {
-        fputc('\n', stdout);
+        if (!res.ends_line) fputc('\n', stdout);
+        fflush(stdout); /* the text first: the timings then start a line of their own */
         fprintf(stderr, "colibri: prompt %zu tokens, %.1f tok/s; generated %zu tokens, %.1f tok/s%s\n", res.n_prompt,
                 res.t_prompt > 0 ? res.n_prompt / res.t_prompt : 0.0, res.n_gen,
                 res.t_gen > 0 ? res.n_gen / res.t_gen : 0.0,
@@ -107,11 +112,13 @@ static int run_text(const char *model, const char *prompt, const char *pfile, co
 
 int cmd_run(int argc, char **argv) {
     const char *model = NULL, *tokens_s = NULL, *dump = NULL, *config = NULL, *prompt = NULL, *pfile = NULL;
+    bool parse_special = true;
     long v;
     colibri_params p = colibri_params_default();
     gen_opts go;
     gen_opts_default(&go);
     go.n_predict = -2; /* unset */
+    go.prompt_echo = GEN_ECHO_PRINT;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -127,6 +134,8 @@ int cmd_run(int argc, char **argv) {
     do {                                               \
         if (!(val = cli_value(argc, argv, &i))) return 2; \
     } while (0)
+        if (!strcmp(a, "--no-display-prompt")) { go.prompt_echo = GEN_ECHO_QUIET; continue; }
+        if (!strcmp(a, "--no-parse-special")) { parse_special = false; continue; }
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) { VAL(); model = val; }
         else if (!strcmp(a, "--tokens")) { VAL(); tokens_s = val; }
         else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) { VAL(); prompt = val; }
@@ -172,7 +181,7 @@ int cmd_run(int argc, char **argv) {
     if (!model) return cli_fail("run: no model given (-m MODEL)"), 2;
     if (!!tokens_s + !!prompt + !!pfile != 1)
         return cli_fail("run: give exactly one prompt: -p TEXT, -f FILE or --tokens IDS"), 2;
-    if (!tokens_s) return run_text(model, prompt, pfile, config, &p, &go);
+    if (!tokens_s) return run_text(model, prompt, pfile, config, &p, &go, parse_special);
     long n_predict = go.n_predict == -2 ? 32 : go.n_predict;
     if (n_predict < 0) return cli_fail("run: --tokens needs -n >= 0"), 2;
     int32_t *toks;
@@ -234,6 +243,7 @@ int cmd_run(int argc, char **argv) {
         }
     }
     if (n_predict > 0) putchar('\n');
+    fflush(stdout);
     double t2 = cli_now();
     fprintf(stderr, "colibri: prompt %zu tokens in %.3f s (%.1f tok/s); generated %ld tokens in %.3f s (%.1f tok/s)\n",
             n_tok, t1 - t0, (double)n_tok / (t1 - t0 > 0 ? t1 - t0 : 1e-9), n_predict, t2 - t1,

@@ -29,6 +29,30 @@ PY
 "$COLIBRI" run -m "$M" -p "The" -n 48 --seed 7 >"$WORK/gen2.txt" 2>/dev/null
 cmp -s "$WORK/gen.txt" "$WORK/gen2.txt" || fail "the same seed gave different text"
 
+# the output reads as text: the prompt, then its continuation; the timings on a line of their
+# own on stderr even when both streams go to one file (issue 12)
+"$COLIBRI" run -m "$M" -p "Once upon a time" -n 16 --seed 7 >"$WORK/both.txt" 2>&1 || fail "run -p (one stream) failed"
+head -c 16 "$WORK/both.txt" | grep -qx "Once upon a time" || fail "run -p does not start with the prompt: $(head -c 80 "$WORK/both.txt")"
+[ "$(grep -c '^colibri: prompt [0-9]* tokens' "$WORK/both.txt")" -eq 1 ] ||
+    fail "the timing line is not a line of its own: $(tail -c 200 "$WORK/both.txt")"
+"$COLIBRI" run -m "$M" -p "Once upon a time" -n 16 --seed 7 >"$WORK/out.txt" 2>"$WORK/err.txt"
+grep -q "tok/s" "$WORK/out.txt" && fail "timings on stdout"
+grep -q "tok/s" "$WORK/err.txt" || fail "no timings on stderr"
+"$COLIBRI" run -m "$M" -p "Once upon a time" -n 16 --seed 7 --no-display-prompt >"$WORK/cont.txt" 2>/dev/null
+# the continuation alone is the same text without the prompt (its leading space kept)
+"$PYTHON" - "$WORK/out.txt" "$WORK/cont.txt" <<'PY' || fail "--no-display-prompt is not the continuation of the echoed run"
+import sys
+full, cont = (open(p, encoding="utf-8").read() for p in sys.argv[1:3])
+assert full == "Once upon a time" + cont, (full[:60], cont[:60])
+PY
+# special tokens written in a prompt are tokens unless --no-parse-special (llama.cpp's names)
+ids=$("$COLIBRI" tokenize -m "$M" --text "<|im_start|>user")
+set -- $ids
+[ "$#" -ge 2 ] && [ "$1" = "$("$COLIBRI" tokenize -m "$M" --text "<|im_start|>")" ] || fail "tokenize did not parse <|im_start|>: $ids"
+noparse=$("$COLIBRI" tokenize -m "$M" --text "<|im_start|>user" --no-parse-special)
+[ "$(echo "$noparse" | wc -w)" -gt "$#" ] || fail "--no-parse-special still parsed it: $noparse"
+"$COLIBRI" run -m "$M" -p "<|im_start|>user" -n 2 --no-parse-special >/dev/null 2>&1 || fail "run --no-parse-special failed"
+
 # chat with piped input: one answer per line, /reset, end of input ends the program
 printf 'Tell me about the city.\n/reset\nWhat did he say?\n' | "$COLIBRI" chat -m "$M" -n 24 --seed 3 \
     >"$WORK/chat.txt" 2>"$WORK/chat.err" || fail "chat exited with an error: $(cat "$WORK/chat.err")"
