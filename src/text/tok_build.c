@@ -63,6 +63,20 @@ int clb_tok_set_token(clb_tokenizer *tok, int32_t id, const char *s, size_t n) {
     return COLIBRI_OK;
 }
 
+int clb_tok_add_alias(clb_tokenizer *tok, int32_t id, const char *s, size_t n) {
+    if (id < 0 || id >= tok->n_vocab) return clb_err(COLIBRI_ERR_FORMAT, "tokenizer: token id %d out of range", (int)id);
+    clb_alias *na = clb_realloc(tok->aliases, (size_t)(tok->n_aliases + 1) * sizeof *na);
+    if (!na) return clb_err(COLIBRI_ERR_NOMEM, "tokenizer: out of memory");
+    tok->aliases = na;
+    uint64_t off = tok->off[id], foff = tok->foff[id];
+    uint32_t len = tok->len[id], flen = tok->flen[id];
+    int rc = clb_tok_set_token(tok, id, s, n); /* the forms of s, then the token's back */
+    na[tok->n_aliases] = (clb_alias){tok->off[id], tok->len[id], id};
+    tok->off[id] = off, tok->foff[id] = foff, tok->len[id] = len, tok->flen[id] = flen;
+    if (rc == COLIBRI_OK) tok->n_aliases++;
+    return rc;
+}
+
 static int hexval(char c) {
     if (c >= '0' && c <= '9') return c - '0';
     if (c >= 'A' && c <= 'F') return c - 'A' + 10;
@@ -246,9 +260,10 @@ int clb_tok_finish(clb_tokenizer *tok) {
         size_t total = 0;
         for (int32_t i = 0; i < tok->n_vocab; i++) total += tok->len[i];
         if ((rc = clb_pairmap_init(&tok->char_pairs, total)) != COLIBRI_OK) return rc;
-        for (int32_t i = 0; i < tok->n_vocab; i++) {
-            const char *s = tok->pool.p + tok->off[i];
-            size_t n = tok->len[i], k = 0;
+        for (int32_t i = 0; i < tok->n_vocab + tok->n_aliases; i++) { /* every string, aliases too */
+            bool al = i >= tok->n_vocab;
+            const char *s = tok->pool.p + (al ? tok->aliases[i - tok->n_vocab].off : tok->off[i]);
+            size_t n = al ? tok->aliases[i - tok->n_vocab].len : tok->len[i], k = 0;
             uint32_t prev = 0;
             bool have = false;
             while (k < n) {
@@ -357,6 +372,7 @@ void clb_tokenizer_free(clb_tokenizer *t) {
     clb_free(t->attr);
     clb_free(t->scores);
     clb_strmap_free(&t->vocab);
+    clb_free(t->aliases);
     clb_pairmap_free(&t->merges);
     clb_pairmap_free(&t->char_pairs);
     clb_free(t->cont_prefix);

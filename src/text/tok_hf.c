@@ -593,9 +593,12 @@ static int load(clb_tokenizer **out, const cJSON *root, const cJSON *cfg) {
             id++;
         }
     } else {
-        cJSON_ArrayForEach(e, vocab) {
+        cJSON_ArrayForEach(e, vocab) { /* a second string of one id is an alias, as in tokenizers */
             clb_json_int(e, 0, id_limit, &id);
-            if ((rc = clb_tok_set_token(t, id, e->string, strlen(e->string))) != COLIBRI_OK) return rc;
+            bool taken = t->flen[id] || t->foff[id];
+            if ((rc = taken ? clb_tok_add_alias(t, id, e->string, strlen(e->string))
+                            : clb_tok_set_token(t, id, e->string, strlen(e->string))) != COLIBRI_OK)
+                return rc;
         }
     }
     bool bl = t->byte_level;
@@ -617,14 +620,16 @@ static int load(clb_tokenizer **out, const cJSON *root, const cJSON *cfg) {
     if ((rc = parse_decoder(t, dec)) != COLIBRI_OK) return rc;
     /* vocabulary map (before merges and post-processor lookups); a Unigram string given
        twice is the later piece, as in tokenizers */
-    if ((rc = clb_strmap_init(&t->vocab, (size_t)t->n_vocab)) != COLIBRI_OK) return rc;
-    for (int pass = 0; pass < 2; pass++)
+    if ((rc = clb_strmap_init(&t->vocab, (size_t)t->n_vocab + (size_t)t->n_aliases)) != COLIBRI_OK) return rc;
+    for (int pass = 0; pass < 2; pass++) {
         for (int32_t k = 0; k < t->n_vocab; k++) {
             int32_t i = kind == CLB_MODEL_UNIGRAM ? t->n_vocab - 1 - k : k;
             bool is_added = (t->attr[i] & CLB_TA_ADDED) != 0;
             if ((pass == 0) == is_added) continue;
             if ((rc = clb_strmap_put(&t->vocab, t, i)) != COLIBRI_OK) return rc;
         }
+        if (pass == 0 && (rc = clb_strmap_put_aliases(&t->vocab, t)) != COLIBRI_OK) return rc;
+    }
     if (kind == CLB_MODEL_BPE && (rc = parse_merges(t, merges)) != COLIBRI_OK) return rc;
     if ((rc = load_model_params(t, model)) != COLIBRI_OK) return rc;
 

@@ -27,6 +27,13 @@ typedef struct clb_strmap {
     size_t n;
 } clb_strmap;
 
+/* another vocabulary string of a token (tokenizer.json: several strings may share an id) */
+typedef struct clb_alias {
+    uint64_t off; /* model form in the pool */
+    uint32_t len;
+    int32_t id;
+} clb_alias;
+
 /* ---- (left id, right id) -> merge hash map ---- */
 typedef struct clb_pairmap {
     uint64_t *keys;  /* [cap] (left << 32 | right), UINT64_MAX empty */
@@ -120,6 +127,8 @@ struct clb_tokenizer {
     uint8_t *attr;      /* [n_vocab] CLB_TA_* */
     float *scores;      /* [n_vocab] SPM scores (or NULL) */
     clb_strmap vocab;
+    clb_alias *aliases;  /* [n_aliases] more strings of tokens, found by the vocab map too */
+    int32_t n_aliases;
     clb_pairmap merges;
     /* every pair of adjacent UTF-8 characters inside some token (non-byte-level models): a
        long piece can be cut exactly between two characters that no token contains together,
@@ -171,6 +180,8 @@ int clb_strmap_init(clb_strmap *m, size_t n_expected);
 void clb_strmap_free(clb_strmap *m);
 /* Inserts id under its pool string; keeps an existing entry for an equal string. */
 int clb_strmap_put(clb_strmap *m, const clb_tokenizer *tok, int32_t id);
+/* Inserts every alias (after the tokens: a token's own string wins over an alias). */
+int clb_strmap_put_aliases(clb_strmap *m, const clb_tokenizer *tok);
 int32_t clb_strmap_get(const clb_strmap *m, const clb_tokenizer *tok, const char *s, size_t n);
 int clb_pairmap_init(clb_pairmap *m, size_t n_expected);
 void clb_pairmap_free(clb_pairmap *m);
@@ -198,6 +209,8 @@ clb_tokenizer *clb_tok_alloc(int32_t n_vocab);
 /* Sets token id's strings from its file form s (n bytes). Call after byte_level/byte_fallback
    and the decoder replacements (dec_repl) are known. */
 int clb_tok_set_token(clb_tokenizer *tok, int32_t id, const char *s, size_t n);
+/* Adds s as one more string of token id (model form as clb_tok_set_token makes it). */
+int clb_tok_add_alias(clb_tokenizer *tok, int32_t id, const char *s, size_t n);
 int clb_tok_finish(clb_tokenizer *tok); /* vocab map, byte ids, pieces, added-token tables */
 int clb_tok_add_added(clb_tokenizer *tok, const clb_added_tok *a);
 int clb_tok_add_norm(clb_tokenizer *tok, const clb_norm_op *op);

@@ -78,31 +78,59 @@ void clb_strmap_free(clb_strmap *m) {
     m->cap = m->n = 0;
 }
 
+/* A slot holds a token id, or n_vocab + k for the k-th alias (another string of a token). */
+static const char *slot_str(const clb_tokenizer *t, int32_t v, size_t *n) {
+    if (v < t->n_vocab) {
+        *n = t->len[v];
+        return t->pool.p + t->off[v];
+    }
+    const clb_alias *a = &t->aliases[v - t->n_vocab];
+    *n = a->len;
+    return t->pool.p + a->off;
+}
+
+static int32_t slot_id(const clb_tokenizer *t, int32_t v) {
+    return v < t->n_vocab ? v : t->aliases[v - t->n_vocab].id;
+}
+
 int32_t clb_strmap_get(const clb_strmap *m, const clb_tokenizer *tok, const char *s, size_t n) {
     if (!m->slots) return -1;
     size_t mask = m->cap - 1, i = (size_t)clb_tok_hash(s, n) & mask;
     for (;;) {
-        int32_t id = m->slots[i];
-        if (id < 0) return -1;
-        if (tok->len[id] == n && memcmp(tok->pool.p + tok->off[id], s, n) == 0) return id;
+        int32_t v = m->slots[i];
+        if (v < 0) return -1;
+        size_t l;
+        const char *e = slot_str(tok, v, &l);
+        if (l == n && memcmp(e, s, n) == 0) return slot_id(tok, v);
         i = (i + 1) & mask;
     }
 }
 
-int clb_strmap_put(clb_strmap *m, const clb_tokenizer *tok, int32_t id) {
-    const char *s = tok->pool.p + tok->off[id];
-    size_t n = tok->len[id];
+/* Inserts slot value v (an id or n_vocab + alias index); an equal string already there wins. */
+static int strmap_put_slot(clb_strmap *m, const clb_tokenizer *tok, int32_t v) {
+    size_t n;
+    const char *s = slot_str(tok, v, &n);
     if ((m->n + 1) * 2 > m->cap) return clb_err(COLIBRI_ERR_INTERNAL, "tokenizer: vocab map full");
     size_t mask = m->cap - 1, i = (size_t)clb_tok_hash(s, n) & mask;
     for (;;) {
         int32_t e = m->slots[i];
         if (e < 0) break;
-        if (tok->len[e] == n && memcmp(tok->pool.p + tok->off[e], s, n) == 0) return COLIBRI_OK;
+        size_t l;
+        const char *es = slot_str(tok, e, &l);
+        if (l == n && memcmp(es, s, n) == 0) return COLIBRI_OK;
         i = (i + 1) & mask;
     }
-    m->slots[i] = id;
+    m->slots[i] = v;
     m->n++;
     return COLIBRI_OK;
+}
+
+int clb_strmap_put(clb_strmap *m, const clb_tokenizer *tok, int32_t id) { return strmap_put_slot(m, tok, id); }
+
+int clb_strmap_put_aliases(clb_strmap *m, const clb_tokenizer *tok) {
+    int rc = COLIBRI_OK;
+    for (int32_t k = 0; k < tok->n_aliases && rc == COLIBRI_OK; k++) rc = strmap_put_slot(m, tok, tok->n_vocab + k);
+    return rc;
 }
 
 static uint64_t mix64(uint64_t x) {

@@ -132,6 +132,9 @@ expect_fail 'post_processor token "X" has id -1' tokenize --tokenizer "$WORK/neg
 tokjson "$WORK/notok.json" '{"a": 0, "b": 0, "c": 1}'
 out=$("$COLIBRI" tokenize --tokenizer "$WORK/notok.json" --text "z" 2>&1) || fail "tokenize of a word with no token failed: $out"
 [ -z "$out" ] || fail "tokenize of a word with no token printed '$out'"
+# strings sharing one id all map to it, as in tokenizers ("z" is in no vocabulary: dropped)
+out=$("$COLIBRI" tokenize --tokenizer "$WORK/notok.json" --text "abcz" 2>&1)
+[ "$out" = "0 0 1" ] || fail "tokenize of strings sharing an id gave '$out' (tokenizers: 0 0 1)"
 # ids given to --jsonl --decode are integers, or the line is refused
 tokjson "$WORK/ok.json" '{"a": 0, "b": 1}'
 for bad in '[0,"x",1]' '[0,2.7]' '[0,1e20]' '[0,-1e20]' '[null]' '{"a":1}'; do
