@@ -44,7 +44,7 @@ ifneq ($(SANITIZE),)
 CFLAGS   += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all
 LDFLAGS  += -fsanitize=$(SANITIZE)
 endif
-LIBS     := -lcjson -lpcre2-8 -lutf8proc -lz -lm -pthread
+LIBS     := -lcjson -lpcre2-8 -lutf8proc -lzstd -lcrypto -lz -lm -pthread
 TESTLIBS := -lcmocka
 
 ifeq ($(ARCH),x86_64)
@@ -125,7 +125,7 @@ endif
 
 build/$(ARCH)-static/colibri-static: $(CLI_OBJS:$(BUILD)/%=build/$(ARCH)-static/%) \
 		build/$(ARCH)-static/libcolibri.a build/$(ARCH)-static/cjson/libcjson.a
-	$(CC) $(CFLAGS) -static $^ -lpcre2-8 -lutf8proc -lz -lm -pthread -ledit -ltinfo -lbsd -lmd -o $@
+	$(CC) $(CFLAGS) -static $^ -lpcre2-8 -lutf8proc -lzstd -lcrypto -lz -lm -pthread -ldl -ledit -ltinfo -lbsd -lmd -o $@
 	@ls -l $@
 
 build/$(ARCH)-static/cjson/libcjson.a:

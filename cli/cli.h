@@ -31,6 +31,8 @@ double cli_now(void);
 
 int cmd_run(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
+int cmd_encrypt(int argc, char **argv);
+int cmd_keygen(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
 int cmd_bench(int argc, char **argv);

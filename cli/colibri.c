@@ -18,8 +18,10 @@ static const command COMMANDS[] = {
     {"perplexity", cmd_perplexity, "perplexity of a text file"},
     {"tokenize", colibri_cmd_tokenize, "text to token ids and back, with the model's tokenizer"},
     {"convert", cmd_convert, "convert a Hugging Face directory or GGUF file to .colibri"},
+    {"encrypt", cmd_encrypt, "encrypt a model (AES-256-GCM) with the key of --key-file"},
+    {"keygen", cmd_keygen, "write a new random 32-byte key file (mode 0600)"},
     {"inspect", cmd_inspect, "print a model's header, configuration and tensor table"},
-    {"verify", cmd_verify, "check every CRC32 of a .colibri file"},
+    {"verify", cmd_verify, "check every CRC32 of a .colibri file (and authenticate an encrypted one)"},
     {"bench", cmd_bench, "measure prefill and decode speed"},
 };
 
@@ -28,10 +30,32 @@ static void usage(FILE *f) {
             colibri_version());
     for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++)
         fprintf(f, "  %-10s %s\n", COMMANDS[i].name, COMMANDS[i].summary);
-    fprintf(f, "\n'colibri COMMAND --help' documents each command's options.\n");
+    fprintf(f, "\n'colibri COMMAND --help' documents each command's options. Encrypted models: give the key\n"
+               "file with --key-file FILE anywhere on the command line, or COLIBRI_KEY_FILE.\n");
+}
+
+/* Takes --key-file FILE / --key-file=FILE out of argv (any command may open an encrypted
+   model); the key itself never appears on the command line. */
+static int take_key_file(int *argc, char **argv) {
+    int o = 1;
+    for (int i = 1; i < *argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--key-file") || !strncmp(a, "--key-file=", 11)) {
+            const char *v = a[10] == '=' ? a + 11 : (i + 1 < *argc ? argv[++i] : NULL);
+            if (!v || !*v) return cli_fail("--key-file needs a file name"), 2;
+            if (colibri_set_key_file(v)) return cli_fail("%s", colibri_last_error()), 1;
+            continue;
+        }
+        argv[o++] = argv[i];
+    }
+    *argc = o;
+    argv[o] = NULL;
+    return 0;
 }
 
 int main(int argc, char **argv) {
+    int krc = take_key_file(&argc, argv);
+    if (krc) return krc;
     if (argc < 2) {
         usage(stderr);
         return 2;

@@ -340,6 +340,16 @@ typedef struct colibri_convert_params {
                                  "Q8_0", ...): each tensor gets the type llama-quantize gives it
                                  without an importance matrix (instead of dtype) */
     int32_t n_threads;        /* converting threads; 0 = every CPU */
+    const char *compress;     /* "zstd", "zstd:LEVEL", "zlib", "zlib:LEVEL" (each expert and each
+                                 dense tensor compressed on its own), "none"; NULL keeps the
+                                 source's (a .colibri source's compression, else none) */
+    int32_t byte_split;       /* 16-bit weights: compress exponent bytes apart from the low
+                                 bytes (0 = yes, the default; -1 = no) */
+    int32_t encrypt;          /* 1 = AES-256-GCM, each expert and dense tensor its own chunk; the
+                                 key comes from the key callback (colibri_set_key_callback)
+                                 asked for dst_path, else COLIBRI_KEY_FILE. -1 = write in the clear
+                                 (needed to convert an encrypted source to a clear file); 0 = as
+                                 the source (an encrypted source then fails with a message) */
 } colibri_convert_params;
 
 /* Converts a Hugging Face directory, GGUF file or .colibri file to a .colibri file,
@@ -349,8 +359,27 @@ int colibri_convert(const char *src_path, const char *dst_path, const colibri_co
                     uint64_t *bytes_in, uint64_t *bytes_out);
 
 /* Checks every CRC32 of a .colibri file: COLIBRI_OK when intact, COLIBRI_ERR_CORRUPT with the
-   first corrupt tensor named in colibri_last_error() otherwise. */
+   first corrupt tensor named in colibri_last_error() otherwise. An encrypted file is
+   authenticated chunk by chunk when its key is available (see colibri_set_key_callback);
+   without it only the stored bytes' CRCs are checked (colibri_verify_ex tells which). */
 int colibri_verify(const char *path, uint64_t *bytes_checked);
+/* colibri_verify, and *authenticated (may be NULL) = 1 when every chunk was decoded and
+   checked (always for plain files), 0 when only the stored bytes could be (no key). */
+int colibri_verify_ex(const char *path, uint64_t *bytes_checked, int *authenticated);
+
+/* ---- encrypted models ---- */
+
+/* Where keys come from: fn(path, key, user) fills the 32-byte key for the model file `path`
+   (a device keystore, a KMS, a prompt) and returns 0, or non-zero to refuse. Called for
+   every encrypted file opened (colibri_init, verify, inspect, convert's source) and for
+   convert's encrypted output. Process-wide; NULL restores the default, which reads the key
+   file named by the environment variable COLIBRI_KEY_FILE (32 raw bytes or 64 hex digits).
+   The library wipes its copies of the key as soon as the file's keys are derived. */
+typedef int (*colibri_key_fn)(const char *path, uint8_t key[32], void *user);
+void colibri_set_key_callback(colibri_key_fn fn, void *user);
+/* The key file to use when no callback is set, instead of COLIBRI_KEY_FILE (NULL: back to
+   the environment). The path is copied; the file is read when a key is needed. */
+int colibri_set_key_file(const char *path);
 
 /* A human-readable description of a model file (header, configuration, tensor summary,
    bytes per expert). Heap string: release with colibri_string_free. NULL on error. */

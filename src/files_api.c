@@ -1,10 +1,12 @@
 /* files_api.c — the model-file calls of colibri.h: convert, verify, inspect. */
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "colibri.h"
 #include "core/common.h"
+#include "format/codec.h"
 #include "format/container.h"
 #include "model/convert.h"
 #include "model/mix.h"
@@ -39,10 +41,30 @@ static int parse_dtype(const char *what, const char *name, int *dtype, int *mix)
     return COLIBRI_OK;
 }
 
+/* "zstd", "zstd:LEVEL", "zlib", "zlib:LEVEL", "none". */
+static int parse_compress(const char *s, int *codec, int *level) {
+    const char *colon = strchr(s, ':');
+    size_t n = colon ? (size_t)(colon - s) : strlen(s);
+    int lo = 1, hi = 0;
+    if (n == 4 && !strncmp(s, "zstd", 4)) *codec = CLB_CODEC_ZSTD, lo = 1, hi = 19;
+    else if (n == 4 && !strncmp(s, "zlib", 4)) *codec = CLB_CODEC_ZLIB, lo = 1, hi = 9;
+    else if (n == 4 && !strncmp(s, "none", 4) && !colon) *codec = CLB_CODEC_NONE;
+    else return clb_err(COLIBRI_ERR_ARG, "unknown compression '%s' (zstd[:1..19], zlib[:1..9] or none)", s);
+    *level = 0;
+    if (colon) {
+        char *end;
+        long v = strtol(colon + 1, &end, 10);
+        if (end == colon + 1 || *end || v < lo || v > hi)
+            return clb_err(COLIBRI_ERR_ARG, "compression level '%s' is not in %d..%d", colon + 1, lo, hi);
+        *level = (int)v;
+    }
+    return COLIBRI_OK;
+}
+
 int colibri_convert(const char *src_path, const char *dst_path, const colibri_convert_params *p,
                     uint64_t *bytes_in, uint64_t *bytes_out) {
     if (!src_path || !dst_path) return clb_err(COLIBRI_ERR_ARG, "convert needs a source and a destination");
-    clb_convert_opts o = {.dtype = -1, .expert_dtype = -1, .mix = CLB_MIX_NONE, .expert_mix = CLB_MIX_NONE};
+    clb_convert_opts o = {.dtype = -1, .expert_dtype = -1, .mix = CLB_MIX_NONE, .expert_mix = CLB_MIX_NONE, .codec = -1};
     progress_adapter pa = {0};
     int rc;
     if (p) {
@@ -56,6 +78,9 @@ int colibri_convert(const char *src_path, const char *dst_path, const colibri_co
         }
         o.expert_dtype_map = p->expert_dtype_map;
         o.n_threads = p->n_threads;
+        if (p->compress && (rc = parse_compress(p->compress, &o.codec, &o.level))) return rc;
+        o.no_split = p->byte_split < 0;
+        o.encrypt = p->encrypt > 0 ? 1 : p->encrypt < 0 ? -1 : 0;
         if (p->progress) {
             pa.fn = p->progress;
             pa.user = p->user;
@@ -72,11 +97,13 @@ int colibri_convert(const char *src_path, const char *dst_path, const colibri_co
     return rc;
 }
 
-int colibri_verify(const char *path, uint64_t *bytes_checked) {
+int colibri_verify(const char *path, uint64_t *bytes_checked) { return colibri_verify_ex(path, bytes_checked, NULL); }
+
+int colibri_verify_ex(const char *path, uint64_t *bytes_checked, int *authenticated) {
     clb_container c;
-    int rc = clb_container_open(path, &c);
+    int rc = clb_container_open_ex(path, CLB_OPEN_NO_DENSE | CLB_OPEN_KEY_OPTIONAL, &c);
     if (rc) return rc;
-    rc = clb_container_verify(&c, bytes_checked);
+    rc = clb_container_verify_ex(&c, bytes_checked, authenticated);
     clb_container_close(&c);
     return rc;
 }
@@ -117,19 +144,46 @@ static const char *kind_name(int k) {
     return k == CLB_SRC_COLIBRI ? ".colibri" : k == CLB_SRC_GGUF ? "GGUF" : "Hugging Face directory";
 }
 
+static void describe_header(sbuf *b, const clb_container *c) {
+    sb_printf(b,
+              "header: format version %u, flags 0x%x, metadata at %llu (%llu bytes, crc32 %08x), data at %llu "
+              "(%llu bytes, crc32 %08x), header crc32 %08x\n",
+              c->version, c->flags, (unsigned long long)c->meta_offset, (unsigned long long)c->meta_size, c->meta_crc,
+              (unsigned long long)c->data_offset, (unsigned long long)c->data_size, c->data_crc, c->header_crc);
+    if (c->version != CLB_CONTAINER_VERSION_ENC) return;
+    uint64_t plain = 0, stored = 0;
+    for (int i = 0; i < c->n_chunks; i++) plain += c->chunks[i].plain, stored += c->chunks[i].stored;
+    sb_printf(b, "encoding: compression %s, encryption %s, %d chunks in segments of %u bytes, %.2f MiB stored for %.2f "
+                 "MiB (ratio %.3f)\n",
+              clb_codec_name(c->codec), c->encrypted ? "aes-256-gcm (config, tokenizer, tensor table and data)" : "none",
+              c->n_chunks, c->seg_size, stored / 1048576.0, plain / 1048576.0, stored ? (double)plain / (double)stored : 0.0);
+}
+
 char *colibri_inspect(const char *path) {
     clb_source s;
-    if (clb_source_open(path, &s)) return NULL;
+    if (clb_source_open(path, &s)) {
+        /* an encrypted file without its key: what is clear */
+        clb_container c;
+        char err[512];
+        snprintf(err, sizeof err, "%s", colibri_last_error());
+        int rc = clb_container_open_ex(path, CLB_OPEN_NO_DENSE | CLB_OPEN_KEY_OPTIONAL, &c);
+        if (rc || !c.locked) { /* not that case: the source's error stands */
+            if (!rc) clb_container_close(&c);
+            clb_err(COLIBRI_ERR_FORMAT, "%s", err);
+            return NULL;
+        }
+        sbuf b = {0};
+        sb_printf(&b, "file: %s (.colibri)\n", path);
+        describe_header(&b, &c);
+        sb_printf(&b, "encrypted: give its key (--key-file, COLIBRI_KEY_FILE) to see the configuration and tensors\n");
+        clb_container_close(&c);
+        return b.p;
+    }
     sbuf b = {0};
     sb_printf(&b, "file: %s (%s)\n", path, kind_name(s.kind));
     if (s.kind == CLB_SRC_COLIBRI) {
         const clb_container *c = s.impl;
-        sb_printf(&b,
-                  "header: format version %u, flags 0x%x, metadata at %llu (%llu bytes, crc32 %08x), data at %llu "
-                  "(%llu bytes, crc32 %08x), header crc32 %08x\n",
-                  c->version, c->flags, (unsigned long long)c->meta_offset, (unsigned long long)c->meta_size,
-                  c->meta_crc, (unsigned long long)c->data_offset, (unsigned long long)c->data_size, c->data_crc,
-                  c->header_crc);
+        describe_header(&b, c);
     }
     cJSON *cfg = clb_hparams_to_json(&s.hp);
     char *cfg_s = cfg ? cJSON_PrintUnformatted(cfg) : NULL;

@@ -14,8 +14,8 @@ Models (shapes as the published configs; --layers cuts the depth):
     mixtral   arch llama:    Mixtral-8x7B, 32 layers (default cut: 4), hidden 4096, 8 experts
                              top-2, ff 14336, 32 heads / 8 kv, vocab 32000
 
-dtypes: q4_0 and q8_0 blocks come from the ggml reference quantizers applied to random
-floats; q4_k blocks are random bytes with sane fp16 scales (valid blocks, not a fit of any
+dtypes: f16 holds the random floats themselves (a convert / quantize input); q4_0 and q8_0
+blocks come from the ggml reference quantizers applied to random floats; q4_k blocks are random bytes with sane fp16 scales (valid blocks, not a fit of any
 data).  Norm weights and the router (ffn_gate_inp) stay f32, as llama.cpp's quantizer
 leaves them.  A minimal SentencePiece vocabulary (<unk>, <s>, </s>, the 256 <0xXX> byte
 tokens, then filler pieces) makes the files loadable by llama.cpp and colibri.
@@ -324,7 +324,7 @@ def write(path, m, wdt, name, seed):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", choices=sorted(MODELS))
-    ap.add_argument("--dtype", choices=["q4_0", "q8_0", "q4_k"], default="q4_0")
+    ap.add_argument("--dtype", choices=["q4_0", "q8_0", "q4_k", "f16"], default="q4_0")
     ap.add_argument("--layers", type=int, help="number of layers (default: the model's bench cut)")
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("-o", "--output", help="output file (default %s/<model>-L<layers>-<dtype>.gguf)" % OUT_DIR)

@@ -26,149 +26,13 @@
 
 #include "core/common.h"
 #include "format/container.h"
+#include "format/container_impl.h"
 
-/* Header field offsets (docs/FORMAT.md, "Header"). */
-enum {
-    H_MAGIC = 0,
-    H_VERSION = 8,
-    H_FLAGS = 12,
-    H_META_OFF = 16,
-    H_META_SIZE = 24,
-    H_DATA_OFF = 32,
-    H_DATA_SIZE = 40,
-    H_COUNT = 48,
-    H_META_CRC = 56,
-    H_ALIGN = 60,
-    H_DATA_CRC = 64,
-    H_RESERVED = 68,
-    H_HEADER_CRC = 124
-};
-
-#define CLB_CONTAINER_FLAGS_KNOWN 0u
-/* JSON numbers are doubles: integers above 2^53 cannot be represented exactly. */
-#define JSON_INT_MAX 9007199254740992.0
 #define CRC_CHUNK ((size_t)1 << 30)
 
-/* ---------------------------------------------------------------- CRC-32
- * The zlib CRC-32 (IEEE 802.3, reflected, polynomial 0x04C11DB7), computed with the CPU's
- * carry-less multiply (x86-64 PCLMULQDQ) or CRC32 instructions (ARMv8 CRC extension) when
- * present, else zlib. Results are identical; the unit test checks them against zlib.
- *
- * PCLMUL folding: four 128-bit lanes hold the message 64 bytes at a time. A 128-bit chunk
- * C = H x^64 + L (H in the low lane: reflected bit order puts high degrees first) that is
- * followed by N more message bits is replaced by H (x^(N+64) mod P) + L (x^N mod P),
- * which has the same remainder and lines up with the chunk N bits later, so it is XORed
- * into it. The last 128-bit value plus the tail have the same zero-init CRC as the whole
- * message, so zlib finishes them (no Barrett reduction needed). Constants below are
- * x^n mod P bit-reflected into a 64-bit lane and divided by x (a carry-less product of
- * reflected operands comes out multiplied by x). */
+uint32_t clb_ct_crc(uint32_t crc, const uint8_t *p, uint64_t n) { return clb_crc32(crc, p, (size_t)n); }
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#define CRC_HW_X86 1
-
-__attribute__((target("pclmul,sse2"))) static inline __m128i crc_fold(__m128i x, __m128i k,
-                                                                      __m128i next) {
-    return _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x, k, 0x00), _mm_clmulepi64_si128(x, k, 0x11)),
-                         next);
-}
-
-__attribute__((target("pclmul,sse2"))) static uint32_t crc32_hw(uint32_t crc, const uint8_t *p, size_t n) {
-    if (n < 64) return (uint32_t)crc32_z(crc, p, n);
-    const __m128i k4 = _mm_set_epi64x((long long)0xcad38e8f00000000ull, (long long)0x653d982200000000ull);
-    const __m128i k1 = _mm_set_epi64x((long long)0x9ba54c6f00000000ull, (long long)0x65673b4600000000ull);
-    __m128i x0 = _mm_loadu_si128((const __m128i *)p), x1 = _mm_loadu_si128((const __m128i *)(p + 16));
-    __m128i x2 = _mm_loadu_si128((const __m128i *)(p + 32)), x3 = _mm_loadu_si128((const __m128i *)(p + 48));
-    x0 = _mm_xor_si128(x0, _mm_cvtsi32_si128((int)~crc)); /* the initial register value */
-    p += 64;
-    n -= 64;
-    for (; n >= 64; p += 64, n -= 64) {
-        x0 = crc_fold(x0, k4, _mm_loadu_si128((const __m128i *)p));
-        x1 = crc_fold(x1, k4, _mm_loadu_si128((const __m128i *)(p + 16)));
-        x2 = crc_fold(x2, k4, _mm_loadu_si128((const __m128i *)(p + 32)));
-        x3 = crc_fold(x3, k4, _mm_loadu_si128((const __m128i *)(p + 48)));
-    }
-    x1 = crc_fold(x0, k1, x1);
-    x2 = crc_fold(x1, k1, x2);
-    x3 = crc_fold(x2, k1, x3);
-    for (; n >= 16; p += 16, n -= 16) x3 = crc_fold(x3, k1, _mm_loadu_si128((const __m128i *)p));
-    uint8_t r[16];
-    _mm_storeu_si128((__m128i *)r, x3);
-    return (uint32_t)crc32_z(crc32_z(0xffffffffu, r, 16), p, n);
-}
-
-static bool crc32_hw_ok(void) { return __builtin_cpu_supports("pclmul"); }
-
-#elif defined(__aarch64__)
-#include <arm_acle.h>
-#include <sys/auxv.h>
-#define CRC_HW_ARM 1
-#ifndef HWCAP_CRC32
-#define HWCAP_CRC32 (1 << 7)
-#endif
-
-__attribute__((target("+crc"))) static uint32_t crc32_hw(uint32_t crc, const uint8_t *p, size_t n) {
-    crc = ~crc;
-    for (; n && ((uintptr_t)p & 7); n--) crc = __crc32b(crc, *p++);
-    for (; n >= 32; p += 32, n -= 32) {
-        uint64_t a, b, c, d;
-        memcpy(&a, p, 8);
-        memcpy(&b, p + 8, 8);
-        memcpy(&c, p + 16, 8);
-        memcpy(&d, p + 24, 8);
-        crc = __crc32d(__crc32d(__crc32d(__crc32d(crc, a), b), c), d);
-    }
-    for (; n >= 8; p += 8, n -= 8) {
-        uint64_t a;
-        memcpy(&a, p, 8);
-        crc = __crc32d(crc, a);
-    }
-    for (; n; n--) crc = __crc32b(crc, *p++);
-    return ~crc;
-}
-
-static bool crc32_hw_ok(void) { return (getauxval(AT_HWCAP) & HWCAP_CRC32) != 0; }
-#endif
-
-#if defined(CRC_HW_X86) || defined(CRC_HW_ARM)
-static _Atomic int crc_hw_state; /* 0 unknown, 1 hardware, 2 zlib */
-#endif
-
-uint32_t clb_crc32(uint32_t crc, const void *data, size_t n) {
-    const uint8_t *p = data;
-#if defined(CRC_HW_X86) || defined(CRC_HW_ARM)
-    int st = crc_hw_state;
-    if (!st) {
-        const char *isa = getenv("COLIBRI_ISA");
-        st = (isa && strcmp(isa, "generic") == 0) || !crc32_hw_ok() ? 2 : 1;
-        crc_hw_state = st;
-    }
-    if (st == 1) {
-        while (n > 0) {
-            size_t k = n > CRC_CHUNK ? CRC_CHUNK : n;
-            crc = crc32_hw(crc, p, k);
-            p += k;
-            n -= k;
-        }
-        return crc;
-    }
-#endif
-    while (n > 0) {
-        size_t k = n > CRC_CHUNK ? CRC_CHUNK : n;
-        crc = (uint32_t)crc32_z(crc, p, k);
-        p += k;
-        n -= k;
-    }
-    return crc;
-}
-
-static uint32_t crc32_buf(uint32_t crc, const uint8_t *p, uint64_t n) {
-    return clb_crc32(crc, p, (size_t)n);
-}
-
-static uint32_t crc32_cat(uint32_t a, uint32_t b, uint64_t len_b) {
-    return (uint32_t)crc32_combine(a, b, (z_off_t)len_b);
-}
+uint32_t clb_ct_crc_cat(uint32_t a, uint32_t b, uint64_t len_b) { return clb_crc32_combine(a, b, len_b); }
 
 /* ---------------------------------------------------------------- name index */
 
@@ -240,7 +104,7 @@ static const char *shape_str(char *buf, size_t cap, const int64_t *shape, int n_
 }
 
 /* A JSON number that is an integer in [lo, hi] (hi <= 2^53). */
-static bool json_int(const cJSON *v, double lo, double hi, int64_t *out) {
+bool clb_ct_json_int(const cJSON *v, double lo, double hi, int64_t *out) {
     if (!cJSON_IsNumber(v)) return false;
     double d = v->valuedouble;
     if (!isfinite(d) || d != floor(d) || d < lo || d > hi) return false;
@@ -248,7 +112,7 @@ static bool json_int(const cJSON *v, double lo, double hi, int64_t *out) {
     return true;
 }
 
-static bool parse_hex8(const char *s, uint32_t *out) {
+bool clb_ct_hex8(const char *s, uint32_t *out) {
     uint32_t v = 0;
     for (int i = 0; i < 8; i++) {
         char c = s[i];
@@ -336,17 +200,17 @@ static int parse_tensor(const char *path, const cJSON *e, int i, const clb_conta
     t->n_dims = nd;
     int d = 0;
     for (const cJSON *v = shape->child; v; v = v->next, d++) {
-        if (!json_int(v, 1, JSON_INT_MAX, &t->shape[d]))
+        if (!clb_ct_json_int(v, 1, JSON_INT_MAX, &t->shape[d]))
             return clb_err(COLIBRI_ERR_FORMAT,
                            "%s: tensor '%s': dimension %d is not a positive integer (at most 2^53)",
                            path, nm, d);
     }
 
     int64_t off, size, layer, expert;
-    if (!json_int(cJSON_GetObjectItemCaseSensitive(e, "offset"), 0, JSON_INT_MAX, &off))
+    if (!clb_ct_json_int(cJSON_GetObjectItemCaseSensitive(e, "offset"), 0, JSON_INT_MAX, &off))
         return clb_err(COLIBRI_ERR_FORMAT, "%s: tensor '%s': offset is not a non-negative integer",
                        path, nm);
-    if (!json_int(cJSON_GetObjectItemCaseSensitive(e, "size"), 0, JSON_INT_MAX, &size))
+    if (!clb_ct_json_int(cJSON_GetObjectItemCaseSensitive(e, "size"), 0, JSON_INT_MAX, &size))
         return clb_err(COLIBRI_ERR_FORMAT, "%s: tensor '%s': size is not a non-negative integer",
                        path, nm);
     t->size = (uint64_t)size;
@@ -354,22 +218,42 @@ static int parse_tensor(const char *path, const cJSON *e, int i, const clb_conta
     if ((uint64_t)off % CLB_CONTAINER_TENSOR_ALIGN)
         return clb_err(COLIBRI_ERR_FORMAT, "%s: tensor '%s': offset %lld is not %d-byte aligned",
                        path, nm, (long long)off, CLB_CONTAINER_TENSOR_ALIGN);
-    if (!clb_range_ok((uint64_t)off, t->size, c->data_size))
-        return clb_err(COLIBRI_ERR_FORMAT,
-                       "%s: tensor '%s': bytes [%lld, %lld) leave the data section (%llu bytes)",
-                       path, nm, (long long)off, (long long)off + (long long)size,
-                       (unsigned long long)c->data_size);
-    t->offset = c->data_offset + (uint64_t)off;
-    t->data = c->map.data + t->offset;
+    t->chunk = -1;
+    if (c->version == CLB_CONTAINER_VERSION_ENC) {
+        /* v2: "offset" is in the plain bytes of chunk "chunk"; t->offset becomes the offset in
+           the concatenation of every chunk's plain bytes (c->chunks[k].plain summed), which
+           keeps the overlap check below one sort */
+        int64_t ch;
+        if (!clb_ct_json_int(cJSON_GetObjectItemCaseSensitive(e, "chunk"), 0, c->n_chunks - 1, &ch))
+            return clb_err(COLIBRI_ERR_FORMAT, "%s: tensor '%s': chunk is not one of the file's %d chunks", path, nm,
+                           c->n_chunks);
+        const clb_chunk *k = &c->chunks[ch];
+        if (!clb_range_ok((uint64_t)off, t->size, k->plain))
+            return clb_err(COLIBRI_ERR_FORMAT, "%s: tensor '%s': bytes [%lld, %lld) leave chunk %lld (%llu bytes)", path,
+                           nm, (long long)off, (long long)off + (long long)size, (long long)ch,
+                           (unsigned long long)k->plain);
+        t->chunk = (int)ch;
+        t->chunk_off = (uint64_t)off;
+        t->offset = k->virt + (uint64_t)off;
+        t->data = NULL;
+    } else {
+        if (!clb_range_ok((uint64_t)off, t->size, c->data_size))
+            return clb_err(COLIBRI_ERR_FORMAT,
+                           "%s: tensor '%s': bytes [%lld, %lld) leave the data section (%llu bytes)",
+                           path, nm, (long long)off, (long long)off + (long long)size,
+                           (unsigned long long)c->data_size);
+        t->offset = c->data_offset + (uint64_t)off;
+        t->data = c->map.data + t->offset;
+    }
 
     const cJSON *crc = cJSON_GetObjectItemCaseSensitive(e, "crc32");
-    if (!cJSON_IsString(crc) || !parse_hex8(crc->valuestring, &t->crc32))
+    if (!cJSON_IsString(crc) || !clb_ct_hex8(crc->valuestring, &t->crc32))
         return clb_err(COLIBRI_ERR_FORMAT, "%s: tensor '%s': crc32 is not 8 lowercase hex digits",
                        path, nm);
     t->has_crc = true;
-    if (!json_int(cJSON_GetObjectItemCaseSensitive(e, "layer"), -1, INT32_MAX, &layer))
+    if (!clb_ct_json_int(cJSON_GetObjectItemCaseSensitive(e, "layer"), -1, INT32_MAX, &layer))
         return clb_err(COLIBRI_ERR_FORMAT, "%s: tensor '%s': layer is not an integer >= -1", path, nm);
-    if (!json_int(cJSON_GetObjectItemCaseSensitive(e, "expert"), -1, INT32_MAX, &expert))
+    if (!clb_ct_json_int(cJSON_GetObjectItemCaseSensitive(e, "expert"), -1, INT32_MAX, &expert))
         return clb_err(COLIBRI_ERR_FORMAT, "%s: tensor '%s': expert is not an integer >= -1", path, nm);
     if (expert >= 0 && layer < 0)
         return clb_err(COLIBRI_ERR_FORMAT, "%s: tensor '%s': expert %lld has no layer", path, nm,
@@ -380,24 +264,32 @@ static int parse_tensor(const char *path, const cJSON *e, int i, const clb_conta
     return COLIBRI_OK;
 }
 
+/* Header fields and section bounds, both versions (docs/FORMAT.md, "Reader rules"). */
 static int check_header(const char *path, const uint8_t *h, uint64_t file_size, clb_container *c) {
     if (memcmp(h + H_MAGIC, CLB_CONTAINER_MAGIC, 8) != 0)
         return clb_err(COLIBRI_ERR_FORMAT, "%s: not a .colibri file (bad magic)", path);
     c->version = clb_rd_u32(h + H_VERSION);
-    if (c->version != CLB_CONTAINER_VERSION)
-        return clb_err(COLIBRI_ERR_UNSUPPORTED, "%s: .colibri version %u is not supported (this build reads %d)",
-                       path, c->version, CLB_CONTAINER_VERSION);
+    if (c->version != CLB_CONTAINER_VERSION && c->version != CLB_CONTAINER_VERSION_ENC)
+        return clb_err(COLIBRI_ERR_UNSUPPORTED, "%s: .colibri version %u is not supported (this build reads 1 and 2)",
+                       path, c->version);
+    const bool v2 = c->version == CLB_CONTAINER_VERSION_ENC;
     c->header_crc = clb_rd_u32(h + H_HEADER_CRC);
-    uint32_t crc = crc32_buf(0, h, H_HEADER_CRC);
+    uint32_t crc = clb_ct_crc(0, h, H_HEADER_CRC);
     if (crc != c->header_crc)
         return clb_err(COLIBRI_ERR_CORRUPT, "%s: header is corrupt (crc32 %08x, expected %08x)", path,
                        crc, c->header_crc);
     c->flags = clb_rd_u32(h + H_FLAGS);
-    if (c->flags & ~CLB_CONTAINER_FLAGS_KNOWN)
+    const uint32_t known = v2 ? CLB_CONTAINER_FLAG_COMPRESSED | CLB_CONTAINER_FLAG_ENCRYPTED : 0u;
+    if (c->flags & ~known)
         return clb_err(COLIBRI_ERR_UNSUPPORTED, "%s: unknown header flags 0x%08x", path, c->flags);
-    for (int i = H_RESERVED; i < H_HEADER_CRC; i++)
-        if (h[i])
-            return clb_err(COLIBRI_ERR_FORMAT, "%s: reserved header byte %d is not zero", path, i);
+    if (v2 && !c->flags)
+        return clb_err(COLIBRI_ERR_FORMAT, "%s: a version 2 file that is neither compressed nor encrypted", path);
+    if (v2) {
+        if (clb_ct_v2_header(path, h, c)) return COLIBRI_ERR_FORMAT;
+    } else {
+        for (int i = H_RESERVED; i < H_HEADER_CRC; i++)
+            if (h[i]) return clb_err(COLIBRI_ERR_FORMAT, "%s: reserved header byte %d is not zero", path, i);
+    }
     uint32_t align = clb_rd_u32(h + H_ALIGN);
     if (align != CLB_CONTAINER_DATA_ALIGN)
         return clb_err(COLIBRI_ERR_FORMAT, "%s: data alignment %u is not %d", path, align,
@@ -409,7 +301,7 @@ static int check_header(const char *path, const uint8_t *h, uint64_t file_size, 
     c->meta_crc = clb_rd_u32(h + H_META_CRC);
     c->data_crc = clb_rd_u32(h + H_DATA_CRC);
     uint64_t meta_end, data_end;
-    if (c->meta_offset != CLB_CONTAINER_HEADER_SIZE)
+    if (!v2 && c->meta_offset != CLB_CONTAINER_HEADER_SIZE)
         return clb_err(COLIBRI_ERR_FORMAT, "%s: metadata offset %llu is not %d", path,
                        (unsigned long long)c->meta_offset, CLB_CONTAINER_HEADER_SIZE);
     if (c->meta_size < 8)
@@ -421,14 +313,31 @@ static int check_header(const char *path, const uint8_t *h, uint64_t file_size, 
     if (meta_end > file_size)
         return clb_err(COLIBRI_ERR_FORMAT, "%s: truncated: metadata section ends at %llu but the file has %llu bytes",
                        path, (unsigned long long)meta_end, (unsigned long long)file_size);
+    if (!clb_add_u64(c->data_offset, c->data_size, &data_end))
+        return clb_err(COLIBRI_ERR_FORMAT, "%s: data size %llu overflows", path,
+                       (unsigned long long)c->data_size);
+    if (v2) { /* header, zeros up to 4096, data, zeros, then the metadata */
+        if (c->data_offset != CLB_CONTAINER_DATA_ALIGN)
+            return clb_err(COLIBRI_ERR_FORMAT, "%s: data offset %llu is not %d", path,
+                           (unsigned long long)c->data_offset, CLB_CONTAINER_DATA_ALIGN);
+        if (c->meta_offset < data_end)
+            return clb_err(COLIBRI_ERR_FORMAT, "%s: metadata at %llu overlaps the data section (ends at %llu)", path,
+                           (unsigned long long)c->meta_offset, (unsigned long long)data_end);
+        for (uint64_t p = CLB_CONTAINER_HEADER_SIZE; p < c->data_offset; p++)
+            if (h[p])
+                return clb_err(COLIBRI_ERR_FORMAT, "%s: padding byte %llu after the header is not zero", path,
+                               (unsigned long long)p);
+        for (uint64_t p = data_end; p < c->meta_offset; p++)
+            if (h[p])
+                return clb_err(COLIBRI_ERR_FORMAT, "%s: padding byte %llu after the data is not zero", path,
+                               (unsigned long long)p);
+        return COLIBRI_OK;
+    }
     if (c->data_offset % CLB_CONTAINER_DATA_ALIGN || c->data_offset < meta_end)
         return clb_err(COLIBRI_ERR_FORMAT,
                        "%s: data offset %llu is not a multiple of %d after the metadata (ends at %llu)",
                        path, (unsigned long long)c->data_offset, CLB_CONTAINER_DATA_ALIGN,
                        (unsigned long long)meta_end);
-    if (!clb_add_u64(c->data_offset, c->data_size, &data_end))
-        return clb_err(COLIBRI_ERR_FORMAT, "%s: data size %llu overflows", path,
-                       (unsigned long long)c->data_size);
     if (data_end > file_size)
         return clb_err(COLIBRI_ERR_FORMAT, "%s: truncated: data section ends at %llu but the file has %llu bytes",
                        path, (unsigned long long)data_end, (unsigned long long)file_size);
@@ -440,50 +349,35 @@ static int check_header(const char *path, const uint8_t *h, uint64_t file_size, 
     return COLIBRI_OK;
 }
 
-static int parse_meta(const char *path, clb_container *c, uint64_t n_header) {
-    const uint8_t *m = c->map.data + c->meta_offset;
-    uint32_t crc = crc32_buf(0, m, c->meta_size);
-    if (crc != c->meta_crc)
-        return clb_err(COLIBRI_ERR_CORRUPT, "%s: metadata is corrupt (crc32 %08x, expected %08x)", path,
-                       crc, c->meta_crc);
-    uint64_t json_len = clb_rd_u64(m);
-    if (json_len != c->meta_size - 8)
-        return clb_err(COLIBRI_ERR_FORMAT, "%s: metadata JSON length %llu does not fill the %llu-byte section",
-                       path, (unsigned long long)json_len, (unsigned long long)c->meta_size);
-    const char *end = NULL;
-    c->meta = cJSON_ParseWithLengthOpts((const char *)m + 8, (size_t)json_len, &end, 0);
-    if (!c->meta)
-        return clb_err(COLIBRI_ERR_FORMAT, "%s: metadata is not valid JSON (near byte %lld)", path,
-                       end ? (long long)(end - (const char *)m) + (long long)c->meta_offset : -1LL);
-    while (end < (const char *)m + c->meta_size && (*end == ' ' || *end == '\n' || *end == '\t' || *end == '\r'))
-        end++;
-    if (end != (const char *)m + c->meta_size)
-        return clb_err(COLIBRI_ERR_FORMAT, "%s: metadata has bytes after its JSON (at byte %lld)", path,
-                       (long long)(end - (const char *)m) + (long long)c->meta_offset);
-    if (!cJSON_IsObject(c->meta))
-        return clb_err(COLIBRI_ERR_FORMAT, "%s: metadata is not a JSON object", path);
-    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(c->meta, "format");
-    if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, "colibri") != 0)
-        return clb_err(COLIBRI_ERR_FORMAT, "%s: metadata \"format\" is not \"colibri\"", path);
-    int64_t ver;
-    if (!json_int(cJSON_GetObjectItemCaseSensitive(c->meta, "version"), 0, INT32_MAX, &ver) ||
-        ver != (int64_t)c->version)
-        return clb_err(COLIBRI_ERR_FORMAT, "%s: metadata \"version\" does not match the header (%u)", path,
-                       c->version);
-    c->config = cJSON_GetObjectItemCaseSensitive(c->meta, "config");
+int clb_ct_parse_json(const char *path, const char *what, const uint8_t *text, uint64_t len, cJSON **out) {
+    const char *end = NULL, *t = (const char *)text;
+    *out = cJSON_ParseWithLengthOpts(t, (size_t)len, &end, 0);
+    if (!*out)
+        return clb_err(COLIBRI_ERR_FORMAT, "%s: %s is not valid JSON (near byte %lld of it)", path, what,
+                       end ? (long long)(end - t) : -1LL);
+    while (end < t + len && (*end == ' ' || *end == '\n' || *end == '\t' || *end == '\r')) end++;
+    if (end != t + len)
+        return clb_err(COLIBRI_ERR_FORMAT, "%s: %s has bytes after its JSON (at byte %lld of it)", path, what,
+                       (long long)(end - t));
+    if (!cJSON_IsObject(*out)) return clb_err(COLIBRI_ERR_FORMAT, "%s: %s is not a JSON object", path, what);
+    return COLIBRI_OK;
+}
+
+int clb_ct_parse_model(const char *path, clb_container *c, const cJSON *root, int64_t n_expected) {
+    c->config = cJSON_GetObjectItemCaseSensitive(root, "config");
     if (!cJSON_IsObject(c->config))
         return clb_err(COLIBRI_ERR_FORMAT, "%s: metadata has no \"config\" object", path);
-    c->tokenizer = cJSON_GetObjectItemCaseSensitive(c->meta, "tokenizer");
+    c->tokenizer = cJSON_GetObjectItemCaseSensitive(root, "tokenizer");
     if (c->tokenizer && cJSON_IsNull(c->tokenizer)) c->tokenizer = NULL;
     if (c->tokenizer && !cJSON_IsObject(c->tokenizer))
         return clb_err(COLIBRI_ERR_FORMAT, "%s: metadata \"tokenizer\" is not an object", path);
-    const cJSON *arr = cJSON_GetObjectItemCaseSensitive(c->meta, "tensors");
+    const cJSON *arr = cJSON_GetObjectItemCaseSensitive(root, "tensors");
     if (!cJSON_IsArray(arr))
         return clb_err(COLIBRI_ERR_FORMAT, "%s: metadata has no \"tensors\" array", path);
     int n = cJSON_GetArraySize(arr);
-    if ((uint64_t)n != n_header)
+    if (n_expected >= 0 && (uint64_t)n != (uint64_t)n_expected)
         return clb_err(COLIBRI_ERR_FORMAT, "%s: header says %llu tensors, metadata lists %d", path,
-                       (unsigned long long)n_header, n);
+                       (unsigned long long)n_expected, n);
     c->tensors = clb_calloc((size_t)(n > 0 ? n : 1), sizeof *c->tensors);
     if (!c->tensors) return clb_err(COLIBRI_ERR_NOMEM, "%s: out of memory", path);
     int i = 0;
@@ -512,7 +406,32 @@ static int parse_meta(const char *path, clb_container *c, uint64_t n_header) {
     return rc;
 }
 
-int clb_container_open(const char *path, clb_container *out) {
+static int parse_meta(const char *path, clb_container *c, uint64_t n_header) {
+    const uint8_t *m = c->map.data + c->meta_offset;
+    uint32_t crc = clb_ct_crc(0, m, c->meta_size);
+    if (crc != c->meta_crc)
+        return clb_err(COLIBRI_ERR_CORRUPT, "%s: metadata is corrupt (crc32 %08x, expected %08x)", path,
+                       crc, c->meta_crc);
+    uint64_t json_len = clb_rd_u64(m);
+    if (json_len != c->meta_size - 8)
+        return clb_err(COLIBRI_ERR_FORMAT, "%s: metadata JSON length %llu does not fill the %llu-byte section",
+                       path, (unsigned long long)json_len, (unsigned long long)c->meta_size);
+    int rc = clb_ct_parse_json(path, "metadata", m + 8, json_len, &c->meta);
+    if (rc) return rc;
+    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(c->meta, "format");
+    if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, "colibri") != 0)
+        return clb_err(COLIBRI_ERR_FORMAT, "%s: metadata \"format\" is not \"colibri\"", path);
+    int64_t ver;
+    if (!clb_ct_json_int(cJSON_GetObjectItemCaseSensitive(c->meta, "version"), 0, INT32_MAX, &ver) ||
+        ver != (int64_t)c->version)
+        return clb_err(COLIBRI_ERR_FORMAT, "%s: metadata \"version\" does not match the header (%u)", path,
+                       c->version);
+    return clb_ct_parse_model(path, c, c->meta, (int64_t)n_header);
+}
+
+int clb_container_open(const char *path, clb_container *out) { return clb_container_open_ex(path, 0, out); }
+
+int clb_container_open_ex(const char *path, int flags, clb_container *out) {
     memset(out, 0, sizeof *out);
     out->map.fd = -1;
     int rc = clb_map_open(path, &out->map);
@@ -524,7 +443,9 @@ int clb_container_open(const char *path, clb_container *out) {
     }
     uint64_t n_header = clb_rd_u64(out->map.data + H_COUNT);
     if ((rc = check_header(path, out->map.data, out->map.size, out))) goto fail;
-    if ((rc = parse_meta(path, out, n_header))) goto fail;
+    if (out->version == CLB_CONTAINER_VERSION_ENC) rc = clb_ct_v2_open(path, flags, out);
+    else rc = parse_meta(path, out, n_header);
+    if (rc) goto fail;
     return COLIBRI_OK;
 fail:
     clb_container_close(out);
@@ -533,6 +454,7 @@ fail:
 
 void clb_container_close(clb_container *c) {
     if (!c) return;
+    clb_ct_v2_close(c);
     for (int i = 0; i < c->n_tensors; i++) clb_free(c->tensors[i].name);
     clb_free(c->tensors);
     clb_tensor_index_free(&c->index);
@@ -551,9 +473,15 @@ const clb_tensor *clb_container_find(const clb_container *c, const char *name) {
    data-section CRC is assembled from the tensor CRCs and the padding between them with
    crc32_combine, so no byte is hashed twice. */
 int clb_container_verify(const clb_container *c, uint64_t *bytes_checked) {
+    return clb_container_verify_ex(c, bytes_checked, NULL);
+}
+
+int clb_container_verify_ex(const clb_container *c, uint64_t *bytes_checked, int *authenticated) {
     if (bytes_checked) *bytes_checked = 0;
+    if (authenticated) *authenticated = 1;
     if (!c || (!c->map.data && c->data_size))
         return clb_err(COLIBRI_ERR_ARG, "verify: no open container");
+    if (c->version == CLB_CONTAINER_VERSION_ENC) return clb_ct_v2_verify(c, bytes_checked, authenticated);
     const char *path = c->map.path ? c->map.path : "container";
     off_key *k = sort_by_offset(c->tensors, c->n_tensors);
     if (!k) return clb_err(COLIBRI_ERR_NOMEM, "%s: out of memory", path);
@@ -573,18 +501,18 @@ int clb_container_verify(const clb_container *c, uint64_t *bytes_checked) {
         const clb_tensor *t = &c->tensors[k[j].idx];
         uint64_t off = t->offset - c->data_offset;
         if (off > pos) { /* padding */
-            crc = crc32_buf(crc, base + pos, off - pos);
+            crc = clb_ct_crc(crc, base + pos, off - pos);
             pos = off;
         }
-        uint32_t tc = crc32_buf(0, base + off, t->size);
+        uint32_t tc = clb_ct_crc(0, base + off, t->size);
         if (t->has_crc && tc != t->crc32)
             rc = clb_err(COLIBRI_ERR_CORRUPT, "%s: tensor '%s' is corrupt (crc32 %08x, expected %08x)",
                          path, t->name, tc, t->crc32);
-        crc = crc32_cat(crc, tc, t->size);
+        crc = clb_ct_crc_cat(crc, tc, t->size);
         pos = off + t->size;
     }
     if (!rc && pos < c->data_size) {
-        crc = crc32_buf(crc, base + pos, c->data_size - pos);
+        crc = clb_ct_crc(crc, base + pos, c->data_size - pos);
         pos = c->data_size;
     }
     if (!rc && crc != c->data_crc)
@@ -600,19 +528,8 @@ int clb_container_verify(const clb_container *c, uint64_t *bytes_checked) {
 
 /* ---------------------------------------------------------------- writer */
 
-struct clb_cwriter {
-    char *path, *tmp_path;
-    int fd;
-    bool finished;
-    bool created; /* tmp_path exists and is ours */
-    cJSON *config, *tokenizer; /* copies */
-    clb_tensor *t;             /* [n]: offset relative to the data section, crc32 running */
-    uint64_t *written;         /* [n]: bytes written so far */
-    int n;
-    uint64_t meta_size, data_offset, data_size;
-};
 
-static int pwrite_all(int fd, const void *buf, uint64_t len, uint64_t off, const char *path) {
+int clb_ct_pwrite(int fd, const void *buf, uint64_t len, uint64_t off, const char *path) {
     const uint8_t *p = buf;
     while (len > 0) {
         size_t k = len > CRC_CHUNK ? CRC_CHUNK : (size_t)len;
@@ -626,7 +543,7 @@ static int pwrite_all(int fd, const void *buf, uint64_t len, uint64_t off, const
     return COLIBRI_OK;
 }
 
-static int pread_all(int fd, void *buf, size_t len, uint64_t off, const char *path) {
+int clb_ct_pread(int fd, void *buf, size_t len, uint64_t off, const char *path) {
     uint8_t *p = buf;
     while (len > 0) {
         ssize_t r = pread(fd, p, len, (off_t)off);
@@ -642,6 +559,27 @@ static int pread_all(int fd, void *buf, size_t len, uint64_t off, const char *pa
 
 /* The metadata JSON (unformatted); with_crc false renders "00000000" placeholders, which
    have the same width as the real values. Caller frees with cJSON_free. */
+cJSON *clb_ct_tensor_json(const clb_tensor *t, bool with_crc, uint64_t offset, int chunk) {
+    cJSON *e = cJSON_CreateObject();
+    if (!e) return NULL;
+    char hex[9];
+    snprintf(hex, sizeof hex, "%08x", with_crc ? t->crc32 : 0u);
+    cJSON *shape;
+    if (!cJSON_AddStringToObject(e, "name", t->name) || !cJSON_AddStringToObject(e, "dtype", clb_dtype_name(t->dtype)) ||
+        !(shape = cJSON_AddArrayToObject(e, "shape")))
+        goto fail;
+    for (int d = 0; d < t->n_dims; d++) cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)t->shape[d]));
+    if (cJSON_GetArraySize(shape) != t->n_dims || (chunk >= 0 && !cJSON_AddNumberToObject(e, "chunk", chunk)) ||
+        !cJSON_AddNumberToObject(e, "offset", (double)offset) || !cJSON_AddNumberToObject(e, "size", (double)t->size) ||
+        !cJSON_AddStringToObject(e, "crc32", hex) || !cJSON_AddNumberToObject(e, "layer", t->layer) ||
+        !cJSON_AddNumberToObject(e, "expert", t->expert))
+        goto fail;
+    return e;
+fail:
+    cJSON_Delete(e);
+    return NULL;
+}
+
 static char *render_meta(const clb_cwriter *w, bool with_crc) {
     cJSON *root = cJSON_CreateObject();
     if (!root) return NULL;
@@ -653,26 +591,9 @@ static char *render_meta(const clb_cwriter *w, bool with_crc) {
     cJSON *arr = cJSON_AddArrayToObject(root, "tensors");
     if (!arr) goto done;
     for (int i = 0; i < w->n; i++) {
-        const clb_tensor *t = &w->t[i];
-        cJSON *e = cJSON_CreateObject();
+        cJSON *e = clb_ct_tensor_json(&w->t[i], with_crc, w->t[i].offset, -1);
         if (!e) goto done;
         cJSON_AddItemToArray(arr, e);
-        char hex[9];
-        snprintf(hex, sizeof hex, "%08x", with_crc ? t->crc32 : 0u);
-        cJSON *shape;
-        if (!cJSON_AddStringToObject(e, "name", t->name) ||
-            !cJSON_AddStringToObject(e, "dtype", clb_dtype_name(t->dtype)) ||
-            !(shape = cJSON_AddArrayToObject(e, "shape")))
-            goto done;
-        for (int d = 0; d < t->n_dims; d++)
-            cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)t->shape[d]));
-        if (!cJSON_AddNumberToObject(e, "offset", (double)t->offset) ||
-            !cJSON_AddNumberToObject(e, "size", (double)t->size) ||
-            !cJSON_AddStringToObject(e, "crc32", hex) ||
-            !cJSON_AddNumberToObject(e, "layer", t->layer) ||
-            !cJSON_AddNumberToObject(e, "expert", t->expert))
-            goto done;
-        if (cJSON_GetArraySize(shape) != t->n_dims) goto done;
     }
     out = cJSON_PrintUnformatted(root);
 done:
@@ -765,6 +686,12 @@ static int check_desc(const char *path, const clb_cw_tensor *d, int i, clb_tenso
 
 clb_cwriter *clb_cwriter_create(const char *path, const cJSON *config, const cJSON *tokenizer,
                                 const clb_cw_tensor *tensors, int n_tensors) {
+    return clb_cwriter_create_ex(path, config, tokenizer, tensors, n_tensors, NULL);
+}
+
+clb_cwriter *clb_cwriter_create_ex(const char *path, const cJSON *config, const cJSON *tokenizer,
+                                   const clb_cw_tensor *tensors, int n_tensors, const clb_cw_encoding *enc) {
+    if (enc && enc->codec == CLB_CODEC_NONE && !enc->encrypt) enc = NULL; /* plain: version 1 */
     if (!path || !*path || n_tensors < 0 || (n_tensors > 0 && !tensors)) {
         clb_err(COLIBRI_ERR_ARG, "cwriter: bad arguments");
         return NULL;
@@ -807,6 +734,10 @@ clb_cwriter *clb_cwriter_create(const char *path, const cJSON *config, const cJS
     if (rc) goto fail;
     clb_tensor_index_free(&ix);
     if (layout(w)) goto fail;
+    if (enc) {
+        if (clb_ct_v2_writer_init(w, enc)) goto fail;
+        return w;
+    }
 
     char *json = render_meta(w, false);
     if (!json) {
@@ -844,11 +775,20 @@ int clb_cwriter_write(clb_cwriter *w, int i, const void *data, uint64_t len) {
                        (unsigned long long)t->size);
     if (len == 0) return COLIBRI_OK;
     if (!data) return clb_err(COLIBRI_ERR_ARG, "%s: tensor '%s': no data", w->path, t->name);
-    int rc = pwrite_all(w->fd, data, len, w->data_offset + t->offset + w->written[i], w->tmp_path);
+    if (w->v2) return clb_ct_v2_write(w, i, data, len);
+    int rc = clb_ct_pwrite(w->fd, data, len, w->data_offset + t->offset + w->written[i], w->tmp_path);
     if (rc) return rc;
-    t->crc32 = crc32_buf(t->crc32, data, len);
+    t->crc32 = clb_ct_crc(t->crc32, data, len);
     w->written[i] += len;
     return COLIBRI_OK;
+}
+
+uint64_t clb_cwriter_data_bytes(const clb_cwriter *w) {
+    if (!w) return 0;
+    if (w->v2) return clb_ct_v2_data_bytes(w);
+    uint64_t n = 0;
+    for (int i = 0; i < w->n; i++) n += w->written[i];
+    return n;
 }
 
 int clb_cwriter_finish(clb_cwriter *w) {
@@ -858,6 +798,7 @@ int clb_cwriter_finish(clb_cwriter *w) {
             return clb_err(COLIBRI_ERR_ARG, "%s: tensor '%s': %llu of %llu bytes written", w->path,
                            w->t[i].name, (unsigned long long)w->written[i],
                            (unsigned long long)w->t[i].size);
+    if (w->v2) return clb_ct_v2_finish(w);
     /* The data CRC as written (tensor CRCs + zero padding) ... */
     static const uint8_t zeros[CLB_CONTAINER_DATA_ALIGN];
     off_key *k = sort_by_offset(w->t, w->n);
@@ -866,27 +807,15 @@ int clb_cwriter_finish(clb_cwriter *w) {
     uint64_t pos = 0;
     for (int j = 0; j < w->n; j++) {
         const clb_tensor *t = &w->t[k[j].idx];
-        expect = crc32_buf(expect, zeros, t->offset - pos); /* < 4096 by construction */
-        expect = crc32_cat(expect, t->crc32, t->size);
+        expect = clb_ct_crc(expect, zeros, t->offset - pos); /* < 4096 by construction */
+        expect = clb_ct_crc_cat(expect, t->crc32, t->size);
         pos = t->offset + t->size;
     }
     clb_free(k);
     /* ... must equal the CRC of the bytes read back from the file. */
-    const size_t chunk = (size_t)1 << 20;
-    uint8_t *buf = clb_malloc(chunk);
-    if (!buf) return clb_err(COLIBRI_ERR_NOMEM, "%s: out of memory", w->path);
-    uint32_t crc = 0;
-    int rc = COLIBRI_OK;
-    for (uint64_t off = 0; off < w->data_size && !rc; off += chunk) {
-        size_t n = (size_t)CLB_MIN((uint64_t)chunk, w->data_size - off);
-        rc = pread_all(w->fd, buf, n, w->data_offset + off, w->tmp_path);
-        if (!rc) crc = crc32_buf(crc, buf, n);
-    }
-    clb_free(buf);
+    uint32_t crc;
+    int rc = clb_ct_readback(w, expect, &crc);
     if (rc) return rc;
-    if (crc != expect)
-        return clb_err(COLIBRI_ERR_IO, "%s: data read back does not match what was written (crc32 %08x, expected %08x)",
-                       w->tmp_path, crc, expect);
 
     char *json = render_meta(w, true);
     if (!json) return clb_err(COLIBRI_ERR_NOMEM, "%s: out of memory rendering metadata", w->path);
@@ -898,9 +827,9 @@ int clb_cwriter_finish(clb_cwriter *w) {
     }
     uint8_t len_le[8];
     clb_wr_u64(len_le, json_len);
-    uint32_t meta_crc = crc32_buf(crc32_buf(0, len_le, 8), (const uint8_t *)json, json_len);
-    rc = pwrite_all(w->fd, len_le, 8, CLB_CONTAINER_HEADER_SIZE, w->tmp_path);
-    if (!rc) rc = pwrite_all(w->fd, json, json_len, CLB_CONTAINER_HEADER_SIZE + 8, w->tmp_path);
+    uint32_t meta_crc = clb_ct_crc(clb_ct_crc(0, len_le, 8), (const uint8_t *)json, json_len);
+    rc = clb_ct_pwrite(w->fd, len_le, 8, CLB_CONTAINER_HEADER_SIZE, w->tmp_path);
+    if (!rc) rc = clb_ct_pwrite(w->fd, json, json_len, CLB_CONTAINER_HEADER_SIZE + 8, w->tmp_path);
     cJSON_free(json);
     if (rc) return rc;
 
@@ -916,8 +845,33 @@ int clb_cwriter_finish(clb_cwriter *w) {
     clb_wr_u32(h + H_META_CRC, meta_crc);
     clb_wr_u32(h + H_ALIGN, CLB_CONTAINER_DATA_ALIGN);
     clb_wr_u32(h + H_DATA_CRC, crc);
-    clb_wr_u32(h + H_HEADER_CRC, crc32_buf(0, h, H_HEADER_CRC));
-    if ((rc = pwrite_all(w->fd, h, sizeof h, 0, w->tmp_path))) return rc;
+    clb_wr_u32(h + H_HEADER_CRC, clb_ct_crc(0, h, H_HEADER_CRC));
+    return clb_ct_commit(w, h);
+}
+
+int clb_ct_readback(clb_cwriter *w, uint32_t expect, uint32_t *crc_out) {
+    const size_t chunk = (size_t)1 << 20;
+    uint8_t *buf = clb_malloc(chunk);
+    if (!buf) return clb_err(COLIBRI_ERR_NOMEM, "%s: out of memory", w->path);
+    uint32_t crc = 0;
+    int rc = COLIBRI_OK;
+    for (uint64_t off = 0; off < w->data_size && !rc; off += chunk) {
+        size_t n = (size_t)CLB_MIN((uint64_t)chunk, w->data_size - off);
+        rc = clb_ct_pread(w->fd, buf, n, w->data_offset + off, w->tmp_path);
+        if (!rc) crc = clb_ct_crc(crc, buf, n);
+    }
+    clb_free(buf);
+    if (rc) return rc;
+    if (crc != expect)
+        return clb_err(COLIBRI_ERR_IO, "%s: data read back does not match what was written (crc32 %08x, expected %08x)",
+                       w->tmp_path, crc, expect);
+    *crc_out = crc;
+    return COLIBRI_OK;
+}
+
+int clb_ct_commit(clb_cwriter *w, const uint8_t h[CLB_CONTAINER_HEADER_SIZE]) {
+    int rc;
+    if ((rc = clb_ct_pwrite(w->fd, h, CLB_CONTAINER_HEADER_SIZE, 0, w->tmp_path))) return rc;
     if (fsync(w->fd) != 0) return clb_err(COLIBRI_ERR_IO, "%s: fsync: %s", w->tmp_path, strerror(errno));
     if (close(w->fd) != 0) {
         w->fd = -1;
@@ -932,6 +886,7 @@ int clb_cwriter_finish(clb_cwriter *w) {
 
 void clb_cwriter_free(clb_cwriter *w) {
     if (!w) return;
+    clb_ct_v2_writer_free(w);
     if (w->fd >= 0) close(w->fd);
     if (!w->finished && w->created) unlink(w->tmp_path);
     for (int i = 0; w->t && i < w->n; i++) clb_free(w->t[i].name);

@@ -22,6 +22,8 @@ typedef struct clb_tensor {
     bool has_crc;
     int layer;                  /* .colibri index: layer, or -1 */
     int expert;                 /* .colibri index: routed expert id, or -1 for dense */
+    int chunk;                  /* .colibri v2: the chunk holding it, -1 otherwise */
+    uint64_t chunk_off;         /* .colibri v2: offset of its bytes in the chunk's plain bytes */
 } clb_tensor;
 
 /* Number of elements; false on overflow or a non-positive dimension. */

@@ -12,6 +12,7 @@
 #include "core/common.h"
 #include "core/platform.h"
 #include "core/threadpool.h"
+#include "format/codec.h"
 #include "format/container.h"
 #include "model/convert.h"
 #include "model/loader.h"
@@ -193,10 +194,45 @@ typedef struct conv_ctx {
     uint8_t **stage;
     uint64_t done, total;
     const clb_convert_opts *o;
+    const clb_source *s;
+    uint8_t *chunk_buf, *scratch; /* an encoded source's decoded chunk */
+    uint64_t chunk_cap;
+    int chunk_id;
+    struct clb_codec *dec;
 } conv_ctx;
 
-static int convert_tensor(conv_ctx *c, int idx, const clb_src_tensor *t, int dst_dtype) {
+/* An encoded source's expert tensor: its chunk decoded once into c->chunk_buf. */
+static int source_bytes(conv_ctx *c, const clb_src_tensor *t, clb_src_tensor *view) {
+    *view = *t;
+    if (!t->deferred) return COLIBRI_OK;
+    const clb_container *ct = clb_source_container(c->s);
+    if (c->chunk_id != t->chunk) {
+        const clb_chunk *ch = &ct->chunks[t->chunk];
+        if (ch->plain > c->chunk_cap) {
+            clb_free_aligned(c->chunk_buf);
+            c->chunk_cap = 0;
+            if (!(c->chunk_buf = clb_alloc_aligned((size_t)ch->plain)))
+                return clb_err(COLIBRI_ERR_NOMEM, "out of memory for a chunk of %llu bytes", (unsigned long long)ch->plain);
+            c->chunk_cap = ch->plain;
+        }
+        if (!c->dec && !(c->dec = clb_container_codec(ct))) return COLIBRI_ERR_NOMEM;
+        if (!c->scratch && !(c->scratch = clb_alloc_aligned((size_t)clb_container_max_seg(ct) + 64)))
+            return clb_err(COLIBRI_ERR_NOMEM, "out of memory");
+        c->chunk_id = -1;
+        int rc = clb_container_read_chunk(ct, t->chunk, c->chunk_buf, c->scratch, c->dec);
+        if (rc) return rc;
+        c->chunk_id = t->chunk;
+    }
+    view->data = c->chunk_buf + t->chunk_off;
+    return COLIBRI_OK;
+}
+
+static int convert_tensor(conv_ctx *c, int idx, const clb_src_tensor *t0, int dst_dtype) {
     const clb_convert_opts *o = c->o;
+    clb_src_tensor view;
+    int rc0 = source_bytes(c, t0, &view);
+    if (rc0) return rc0;
+    const clb_src_tensor *t = &view;
     if (dst_dtype == t->dtype) {
         for (uint64_t off = 0; off < t->size; off += CHUNK_BYTES) {
             uint64_t n = CLB_MIN((uint64_t)CHUNK_BYTES, t->size - off);
@@ -262,7 +298,7 @@ int clb_convert(const char *src_path, const char *dst_path, const clb_convert_op
     int *order = clb_calloc(nn, sizeof *order), *dt = clb_calloc(nn, sizeof *dt);
     int *plan = NULL, *eplan = NULL; /* mix types in source order */
     int *emap = NULL; /* [n_layer][n_expert] dtype overrides */
-    conv_ctx cc = {.o = o};
+    conv_ctx cc = {.o = o, .chunk_id = -1};
     clb_cwriter *w = NULL;
     cJSON *config = NULL;
     if (!desc || !order || !dt) {
@@ -358,13 +394,29 @@ int clb_convert(const char *src_path, const char *dst_path, const clb_convert_op
         rc = clb_err(COLIBRI_ERR_NOMEM, "cannot start %d converting threads", cc.n_threads);
         goto done;
     }
+    /* the output's encoding: as asked, else as the source's */
+    const clb_container *sct = clb_source_container(&s);
+    const bool src_enc = sct && sct->encrypted;
+    clb_cw_encoding enc = {.codec = o->codec, .level = o->level, .no_split = o->no_split, .n_threads = cc.n_threads};
+    if (enc.codec < 0) enc.codec = sct && sct->version == CLB_CONTAINER_VERSION_ENC ? sct->codec : CLB_CODEC_NONE;
+    if (o->encrypt == 0 && src_enc) {
+        rc = clb_err(COLIBRI_ERR_ARG, "%s is encrypted: say whether %s is to be encrypted too (--encrypt) or written in "
+                     "the clear (--decrypt)", src_path, dst_path);
+        goto done;
+    }
+    if (o->encrypt > 0) {
+        enc.encrypt = true;
+        if ((rc = clb_key_obtain(dst_path, enc.key))) goto done;
+    }
     double t0 = clb_now();
-    w = clb_cwriter_create(dst_path, config, s.tokenizer, desc, n);
+    w = clb_cwriter_create_ex(dst_path, config, s.tokenizer, desc, n, &enc);
+    clb_wipe(enc.key, sizeof enc.key);
     if (!w) {
         rc = COLIBRI_ERR_IO;
         goto done;
     }
     cc.w = w;
+    cc.s = &s;
     cc.total = total;
     for (int i = 0; i < n; i++) {
         if ((rc = convert_tensor(&cc, i, &s.tensors[order[i]], dt[i]))) {
@@ -392,6 +444,10 @@ done:
     clb_free(cc.rows);
     clb_free(cc.stage);
     clb_free_aligned(cc.out_buf);
+    if (cc.chunk_buf) clb_wipe(cc.chunk_buf, (size_t)cc.chunk_cap);
+    clb_free_aligned(cc.chunk_buf);
+    clb_free_aligned(cc.scratch);
+    clb_codec_free(cc.dec);
     clb_free(desc);
     clb_free(order);
     clb_free(dt);

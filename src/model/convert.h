@@ -13,6 +13,12 @@ typedef struct clb_convert_opts {
        (expert_dtype must then be -1) */
     int mix, expert_mix;
     int n_threads; /* quantizing threads; 0 = every CPU */
+    /* encoding of the output (container v2): codec -1 = as the source's (a .colibri source's
+       codec, else none), CLB_CODEC_* otherwise; encrypt 1 = with the key asked for dst,
+       -1 = in the clear, 0 = as the source (an encrypted source then fails: say which) */
+    int codec, level;
+    bool no_split;
+    int encrypt;
     /* per-expert dtypes (heterogeneous experts), overriding expert_dtype where given:
        "0-3:q8_0,4-7:q4_0" for every layer, or a JSON object {"LAYERS": "EXPERTS:dtype,...", ...}
        whose keys are "*", "L" or "L0-L1" (later keys win), inline or in a .json file */

@@ -65,7 +65,7 @@ static int bind(binder *b, const char *name, int64_t rows, int64_t cols, int req
         return clb_err(COLIBRI_ERR_FORMAT, "%s: tensor '%s' has shape %s but the config implies [%lld,%lld]",
                        m->src.path, name, s, (long long)rows, (long long)cols);
     }
-    if (!t->data || !clb_dtype_is_weight(t->dtype))
+    if ((!t->data && !(t->deferred && t->expert >= 0)) || !clb_dtype_is_weight(t->dtype))
         return clb_err(COLIBRI_ERR_UNSUPPORTED, "%s: tensor '%s' has unsupported type %s", m->src.path, name,
                        clb_dtype_name(t->dtype));
     uint64_t rb;

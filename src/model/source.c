@@ -27,6 +27,10 @@ const clb_src_tensor *clb_source_find(const clb_source *s, const char *name) {
     return bsearch(&key, s->tensors, (size_t)s->n_tensors, sizeof *s->tensors, cmp_tensor);
 }
 
+const clb_container *clb_source_container(const clb_source *s) {
+    return s && s->kind == CLB_SRC_COLIBRI ? s->impl : NULL;
+}
+
 void clb_source_sizes(const clb_source *s, uint64_t *dense_bytes, uint64_t *expert_bytes) {
     uint64_t d = 0, e = 0;
     for (int i = 0; i < s->n_tensors; i++) {
@@ -70,6 +74,12 @@ static int open_colibri(const char *path, clb_source *s) {
         o->expert = t->expert;
         o->fd = c->map.fd;
         o->file_offset = t->offset;
+        if (c->version == CLB_CONTAINER_VERSION_ENC) {
+            o->deferred = t->data == NULL;
+            o->chunk = t->chunk;
+            o->chunk_off = t->chunk_off;
+            o->file_offset = c->chunks[t->chunk].offset; /* where its stored chunk starts */
+        }
     }
     s->n_tensors = c->n_tensors;
     return clb_source_finish_table(s);

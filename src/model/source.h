@@ -21,6 +21,11 @@ typedef struct clb_src_tensor {
     int layer, expert;          /* -1 when none */
     int fd;                     /* file holding the bytes, for pread-based loading */
     uint64_t file_offset;       /* absolute offset of data in fd */
+    /* an encoded .colibri's routed expert: data is NULL; its plain bytes are at chunk_off in
+       the decoded chunk `chunk` of the container (clb_source_container) */
+    bool deferred;
+    int chunk;
+    uint64_t chunk_off;
 } clb_src_tensor;
 
 typedef struct clb_source {
@@ -38,6 +43,9 @@ typedef struct clb_source {
 int clb_source_open(const char *path, clb_source *out);
 void clb_source_close(clb_source *s);
 const clb_src_tensor *clb_source_find(const clb_source *s, const char *name);
+/* The .colibri container behind a source (NULL for other kinds): encoded experts are
+   decoded through it (container.h). */
+const struct clb_container *clb_source_container(const clb_source *s);
 /* Bytes the routed experts occupy (all layers) and the rest. */
 void clb_source_sizes(const clb_source *s, uint64_t *dense_bytes, uint64_t *expert_bytes);
 

@@ -20,6 +20,7 @@
 
 #include "core/common.h"
 #include "core/platform.h"
+#include "format/container.h"
 #include "kernels/kernels.h"
 #include "model/source.h"
 #include "moe/store_impl.h"
@@ -46,6 +47,7 @@ clb_expert_store *clb_store_create(int n_layer, int n_expert) {
     s->locks_ok = true;
     for (size_t i = 0; i < n; i++) {
         s->ex[i].slot = -1;
+        s->ex[i].chunk = -1;
         for (int k = 0; k < 3; k++) s->ex[i].t[k].fd = s->ex[i].t[k].dfd = -1;
     }
     return s;
@@ -75,6 +77,7 @@ void clb_store_free(clb_expert_store *s) {
                 }
         }
     }
+    clb_store_free_encoded(s);
     for (int i = 0; i < s->n_dfds; i++) close(s->dfds[2 * i + 1]);
     clb_free(s->dfds);
     clb_unmap(s->pack_copy, s->pack_copy_bytes);
@@ -136,6 +139,20 @@ static int layout_expert(clb_expert_store *s, const clb_source *src, int l, int 
         t->fd = st->fd;
         t->file_offset = st->file_offset;
         t->size = st->size;
+        if (st->deferred) { /* encoded: the expert's chunk is decoded into the slot as a whole */
+            const clb_container *ct = clb_source_container(src);
+            if (!ct || (k > 0 && st->chunk != x->chunk) || (k == 0 && x->chunk >= 0))
+                return clb_err(COLIBRI_ERR_FORMAT, "%s: expert %d of layer %d is not one chunk", src->path, e, l);
+            x->chunk = st->chunk;
+            t->direct_ok = true;
+            t->slot_off = 0;
+            t->data_off = st->chunk_off;
+            t->read_off = t->read_len = 0;
+            x->bytes += st->size;
+            if (k == 2) off = clb_align_up(ct->chunks[x->chunk].plain, CLB_STORE_PAGE);
+            continue;
+        }
+        if (x->chunk >= 0) return clb_err(COLIBRI_ERR_FORMAT, "%s: expert %d of layer %d is not one chunk", src->path, e, l);
         if (s->bounded) {
             struct stat sb;
             if (st->fd < 0 || fstat(st->fd, &sb) != 0)
@@ -293,6 +310,7 @@ int clb_store_configure(clb_expert_store *s, const clb_source *src, const clb_st
             s->max_expert_bytes = CLB_MAX(s->max_expert_bytes, x->bytes);
         }
     if (n_present == 0) s->bounded = false;
+    if (!s->bounded && (rc = clb_store_setup_encoded(s, src))) return rc; /* the resident copy */
     if (cfg->pack && (rc = setup_packing(s, cfg->pack, cfg->interleave))) return rc;
     if (cfg->usage_path) {
         s->usage_path = clb_strdup(cfg->usage_path);
@@ -321,6 +339,7 @@ int clb_store_configure(clb_expert_store *s, const clb_source *src, const clb_st
                     if (!x->present) continue;
                     for (int k = 0; k < 3; k++) x->t[k].dfd = clb_io_open_direct(s, x->t[k].fd);
                 }
+        if ((rc = clb_store_setup_encoded(s, src))) return rc; /* the decoders */
         s->cfg.guard = cfg->guard;
         if (cfg->guard && (rc = clb_guard_install(s))) return rc;
         if (cfg->io_threads > 0 && (rc = clb_io_start(s))) return rc;
@@ -395,7 +414,8 @@ static int acquire_bounded(clb_expert_store *s, clb_st_expert *x, int layer, int
         *out = &x->pw;
     } else if (rc == x->err) {
         x->err = 0;
-        clb_err(rc, "expert %d of layer %d could not be read", expert, layer);
+        if (s->load_err[0]) clb_err(rc, "expert %d of layer %d could not be read: %s", expert, layer, s->load_err);
+        else clb_err(rc, "expert %d of layer %d could not be read", expert, layer);
     }
     pthread_mutex_unlock(&s->mu);
     return rc;

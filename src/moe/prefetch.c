@@ -50,7 +50,8 @@ void clb_io_begin_load(clb_expert_store *s, int xi, int slot, int prio) {
     j->expert = xi;
     j->prio = prio;
     j->seq = ++s->seq;
-    j->n_chunks = chunks_of(&x->t[0]) + chunks_of(&x->t[1]) + chunks_of(&x->t[2]);
+    j->n_chunks = x->chunk >= 0 ? clb_store_enc_pieces(s, x)
+                                : chunks_of(&x->t[0]) + chunks_of(&x->t[1]) + chunks_of(&x->t[2]);
     j->next_chunk = j->done_chunks = 0;
     j->status = COLIBRI_OK;
     s->n_loading++;
@@ -85,22 +86,17 @@ static int read_range(clb_expert_store *s, const clb_st_tensor *t, uint8_t *dst,
     return COLIBRI_OK;
 }
 
-bool clb_io_help(clb_expert_store *s, int slot) {
+/* The end of a load piece (mu held): records its status and bytes; the last one makes the
+   expert resident, or absent with the first error. */
+static void piece_done(clb_expert_store *s, int slot, int rc, uint64_t bytes) {
     clb_st_job *j = &s->jobs[slot];
-    if (j->expert < 0 || j->next_chunk >= j->n_chunks) return false;
-    const int xi = j->expert, c = j->next_chunk++;
+    const int xi = j->expert;
     clb_st_expert *x = &s->ex[xi];
-    int k = 0, cc = c;
-    while (cc >= chunks_of(&x->t[k])) cc -= chunks_of(&x->t[k++]);
-    const clb_st_tensor *t = &x->t[k];
-    const uint64_t coff = (uint64_t)cc * CLB_STORE_CHUNK;
-    const uint64_t len = CLB_MIN(CLB_STORE_CHUNK, t->read_len - coff);
-    uint8_t *dst = clb_pool_slot(s, slot) + t->slot_off + coff;
-    pthread_mutex_unlock(&s->mu);
-    int rc = read_range(s, t, dst, coff, len);
-    pthread_mutex_lock(&s->mu);
-    if (rc && !j->status) j->status = rc;
-    s->ls[xi / s->n_expert].bytes_read += len;
+    if (rc && !j->status) {
+        j->status = rc;
+        snprintf(s->load_err, sizeof s->load_err, "%s", clb_last_error()); /* this thread's message */
+    }
+    s->ls[xi / s->n_expert].bytes_read += bytes;
     if (++j->done_chunks == j->n_chunks) {
         if (j->status == COLIBRI_OK) {
             x->state = ES_RESIDENT;
@@ -118,6 +114,41 @@ bool clb_io_help(clb_expert_store *s, int slot) {
         s->n_loading--;
         pthread_cond_broadcast(&s->cv_done);
     }
+}
+
+bool clb_io_help(clb_expert_store *s, int slot) {
+    clb_st_job *j = &s->jobs[slot];
+    if (j->expert < 0 || j->next_chunk >= j->n_chunks) return false;
+    const int xi = j->expert;
+    clb_st_expert *x = &s->ex[xi];
+    if (x->chunk >= 0) { /* encoded: piece c is segment c of the expert's chunk */
+        const int d = clb_store_take_decoder(s);
+        if (d < 0) return false; /* every decoder busy: one is given back when its piece ends */
+        const int c = j->next_chunk++;
+        uint8_t *base = clb_pool_slot(s, slot);
+        pthread_mutex_unlock(&s->mu);
+        uint64_t nread = 0;
+        uint32_t scrc = 0;
+        int rc = clb_store_read_segment(s, x, c, base, d, &nread, &scrc);
+        pthread_mutex_lock(&s->mu);
+        s->dec_busy[d] = false;
+        j->seg_crc[c] = scrc;
+        if (!rc && j->done_chunks + 1 == j->n_chunks && !j->status) rc = clb_store_check_chunk(s, x, j->seg_crc);
+        pthread_cond_broadcast(&s->cv_work);
+        piece_done(s, slot, rc, nread);
+        return true;
+    }
+    const int c = j->next_chunk++;
+    int k = 0, cc = c;
+    while (cc >= chunks_of(&x->t[k])) cc -= chunks_of(&x->t[k++]);
+    const clb_st_tensor *t = &x->t[k];
+    const uint64_t coff = (uint64_t)cc * CLB_STORE_CHUNK;
+    const uint64_t len = CLB_MIN(CLB_STORE_CHUNK, t->read_len - coff);
+    uint8_t *dst = clb_pool_slot(s, slot) + t->slot_off + coff;
+    pthread_mutex_unlock(&s->mu);
+    int rc = read_range(s, t, dst, coff, len);
+    pthread_mutex_lock(&s->mu);
+    piece_done(s, slot, rc, len);
     return true;
 }
 
@@ -137,11 +168,10 @@ static void *io_main(void *arg) {
     pthread_mutex_lock(&s->mu);
     while (!s->stop) {
         int slot = next_job(s);
-        if (slot < 0) {
+        if (slot < 0 || !clb_io_help(s, slot)) { /* nothing to read, or no decoder free */
             pthread_cond_wait(&s->cv_work, &s->mu);
             continue;
         }
-        clb_io_help(s, slot);
     }
     pthread_mutex_unlock(&s->mu);
     return NULL;

@@ -44,6 +44,8 @@ typedef struct clb_st_expert {
     double heat;         /* LFU heat at heat_tick */
     uint64_t heat_tick;
     uint64_t uses;       /* acquires since configure + counts from the usage file */
+    int chunk;           /* encoded .colibri: the chunk holding its tensors, else -1; its
+                            segments are the load's pieces and land decoded in the slot */
 } clb_st_expert;
 
 /* A load in flight; one per slot (a slot is busy while its expert loads). */
@@ -53,6 +55,8 @@ typedef struct clb_st_job {
     uint64_t seq;        /* FIFO order within a priority */
     int n_chunks, next_chunk, done_chunks;
     int status;          /* first error of a chunk */
+    uint32_t *seg_crc;   /* encoded experts of a clear file: CRC32 of each segment's stored
+                            bytes, combined and checked against the chunk's when all are in */
 } clb_st_job;
 
 struct clb_expert_store {
@@ -85,6 +89,18 @@ struct clb_expert_store {
     int *dfds;           /* O_DIRECT descriptors opened per distinct fd: pairs (fd, dfd) */
     int n_dfds;
 
+    /* encoded experts (container v2): decoders, each with a staging buffer for the stored
+       bytes of one segment; taken under mu for the time of one piece */
+    const struct clb_container *ct;
+    struct clb_codec **dec;
+    uint8_t **stage;
+    bool *dec_busy;
+    int n_dec;
+    uint64_t stage_bytes;
+    uint8_t *dec_copy;   /* unbounded: every encoded expert decoded once */
+    uint64_t dec_copy_bytes;
+    char load_err[320];  /* the message of the last failed load (set by the thread that read it) */
+
     /* packing (cfg.pack): the unbounded mode's interleaved copies of every expert */
     uint8_t *pack_copy;
     uint64_t pack_copy_bytes;
@@ -104,6 +120,16 @@ void clb_store_loaded(clb_expert_store *s, int xi);
 static inline bool clb_st_packs(const clb_st_expert *x) {
     return x->t[0].packed_rows || x->t[1].packed_rows || x->t[2].packed_rows;
 }
+
+/* encoded.c: experts of an encoded .colibri */
+int clb_store_setup_encoded(clb_expert_store *s, const struct clb_source *src);
+void clb_store_free_encoded(clb_expert_store *s);
+int clb_store_enc_pieces(const clb_expert_store *s, const clb_st_expert *x); /* load pieces: its segments */
+int clb_store_take_decoder(clb_expert_store *s);                            /* mu held; -1 when all busy */
+int clb_store_read_segment(clb_expert_store *s, const clb_st_expert *x, int seg, uint8_t *slot_base, int decoder,
+                           uint64_t *nread, uint32_t *stored_crc);
+/* A clear file's expert once all its segments are in: their CRCs against the chunk's. */
+int clb_store_check_chunk(const clb_expert_store *s, const clb_st_expert *x, const uint32_t *seg_crc);
 
 /* pool.c */
 int clb_pool_map(clb_expert_store *s);   /* maps n_slots * slot_bytes (guard: PROT_NONE) */

@@ -15,12 +15,11 @@
 
 #include "core/common.h"
 #include "format/container.h"
+#include "fuzz_file.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static volatile uint64_t sink;
-static int mfd = -1;
-static char path[64];
 
 /* Header fields (docs/FORMAT.md): u64 meta offset/size at 16/24, data offset/size at
    32/40, u32 metadata CRC at 56, data CRC at 64, header CRC (of bytes 0..123) at 124. */
@@ -51,18 +50,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 }
 
 static void one_input(const uint8_t *data, size_t size) {
-    if (mfd < 0) {
-        mfd = memfd_create("fuzz_container", 0);
-        if (mfd < 0) __builtin_trap();
-        snprintf(path, sizeof path, "/proc/self/fd/%d", mfd);
-    }
-    if (ftruncate(mfd, 0) != 0) __builtin_trap();
-    size_t done = 0;
-    while (done < size) {
-        ssize_t w = pwrite(mfd, data + done, size - done, (off_t)done);
-        if (w <= 0) __builtin_trap();
-        done += (size_t)w;
-    }
+    const char *path = fuzz_file(data, size);
     clb_container c;
     if (clb_container_open(path, &c) != COLIBRI_OK) {
         if (!clb_last_error()[0]) __builtin_trap();

@@ -6,17 +6,17 @@
 # Exits non-zero when a target crashes, leaks, times out or fails to build; the crashing
 # input is kept as build/fuzz/crash-<target>-*. Run from the repository root.
 # Needs clang and libFuzzer (Debian: clang, libclang-rt-14-dev). Targets: fuzz_gguf,
-# fuzz_container, fuzz_safetensors (default: all). A crash is reproduced with
+# fuzz_container, fuzz_safetensors, fuzz_container_v2, fuzz_codec (default: all). A crash is reproduced with
 #   build/fuzz/fuzz_gguf build/fuzz/crash-fuzz_gguf-<hash>
 set -u
 SECS=${1:-10}
 [ $# -gt 0 ] && shift
-TARGETS=${*:-fuzz_gguf fuzz_container fuzz_safetensors}
+TARGETS=${*:-fuzz_gguf fuzz_container fuzz_safetensors fuzz_container_v2 fuzz_codec}
 CC=${FUZZ_CC:-clang}
 OUT=build/fuzz
 SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
 CFLAGS="-std=c11 -D_GNU_SOURCE -O1 -g -Iinclude -Isrc -pthread $SAN"
-LIBS="-lcjson -lpcre2-8 -lz -lm -pthread"
+LIBS="-lcjson -lpcre2-8 -lzstd -lcrypto -lz -lm -pthread"
 JOBS=${FUZZ_JOBS:-2}
 
 case "$SECS" in ''|*[!0-9]*) echo "usage: $0 SECONDS [TARGET...]" >&2; exit 2 ;; esac
@@ -64,8 +64,8 @@ fi
 /usr/bin/python3 tests/fuzz/make_corpus.py tests/fuzz/corpus || { echo "fuzz: make_corpus.py failed" >&2; exit 1; }
 # shellcheck disable=SC2086
 if $CC $CFLAGS tests/fuzz/gen_container.c $OBJS $LIBS -o "$OUT/gen_container"; then
-    mkdir -p tests/fuzz/corpus/container
-    "$OUT/gen_container" tests/fuzz/corpus/container || { echo "fuzz: gen_container failed" >&2; exit 1; }
+    mkdir -p tests/fuzz/corpus/container tests/fuzz/corpus/container_v2
+    "$OUT/gen_container" tests/fuzz/corpus/container tests/fuzz/corpus/container_v2 || { echo "fuzz: gen_container failed" >&2; exit 1; }
 else
     echo "fuzz: gen_container did not build" >&2
     exit 1
@@ -78,6 +78,7 @@ for t in $TARGETS; do
         fuzz_gguf) seeds=tests/fuzz/corpus/gguf ;;
         fuzz_container) seeds=tests/fuzz/corpus/container ;;
         fuzz_safetensors) seeds=tests/fuzz/corpus/safetensors ;;
+        fuzz_container_v2 | fuzz_codec) seeds=tests/fuzz/corpus/container_v2 ;;
         *) echo "unknown target $t" >&2; status=1; continue ;;
     esac
     # shellcheck disable=SC2086

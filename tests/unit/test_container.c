@@ -655,7 +655,8 @@ static void test_hostile_header(void **state) {
         uint64_t value;
         const char *needle;
     } cases[] = {
-        {8, 4, 2, "version 2 is not supported"},
+        {8, 4, 3, "version 3 is not supported"},
+        {8, 4, 2, "neither compressed nor encrypted"}, /* a version 1 file claiming version 2 */
         {12, 4, 1, "unknown header flags 0x00000001"},
         {12, 4, 0x80000000u, "unknown header flags"},
         {16, 8, 136, "metadata offset"},
