@@ -223,6 +223,7 @@ int cmd_chat(int argc, char **argv) {
             continue;
         }
         colibri_truncate(e, (int32_t)keep);
+        keep = (size_t)colibri_n_past(e); /* fewer when a windowed layer no longer holds the prefix */
         colibri_sampler_reset(s);
         gen_result res;
         int grc = gen_run(e, ids + keep, need - keep, &go, stdout, &interrupted, s, &res);

@@ -188,7 +188,9 @@ int colibri_eval(colibri_engine_t *e, const int32_t *tokens, size_t n, float *lo
 void colibri_reset(colibri_engine_t *e);
 
 /* Keeps only the first n tokens of the sequence (n <= colibri_n_past): the next token goes
-   to position n. Lets a chat reuse the KV cache of a shared prefix. colibri_forward,
+   to position colibri_n_past() — n, or fewer on a model whose windowed layers no longer
+   hold what position n would see (colibri_seq_truncate). Lets a chat reuse the KV cache of
+   a shared prefix. colibri_forward,
    colibri_eval, colibri_truncate and colibri_n_past work on sequence 0. */
 int colibri_truncate(colibri_engine_t *e, int32_t n);
 
@@ -214,7 +216,10 @@ int colibri_decode(colibri_engine_t *e, const colibri_batch_tok *toks, size_t n,
 int32_t colibri_n_seq(const colibri_engine_t *e);
 /* Tokens in sequence seq's KV cache (its next position); -1 for a bad engine or sequence. */
 int32_t colibri_seq_n_past(const colibri_engine_t *e, int32_t seq);
-/* Keeps the first n tokens of sequence seq (0 frees it for a new conversation). */
+/* Keeps the first n tokens of sequence seq (0 frees it for a new conversation). On a model
+   with sliding-window (or chunked) layers whose cache keeps only the window, a cut further
+   back than the window still holds keeps nothing (the sequence starts over, as when the
+   window slid past): read colibri_seq_n_past afterwards and evaluate from there. */
 int colibri_seq_truncate(colibri_engine_t *e, int32_t seq, int32_t n);
 
 /* Vocabulary size (logits per position), 0 for NULL. */

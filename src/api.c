@@ -74,8 +74,7 @@ static void carve(colibri_engine_t *e) {
     const clb_hparams *hp = e->hp;
     clb_arena *a = &e->arena;
     const size_t B = (size_t)e->n_batch, E = (size_t)hp->n_embd, F = sizeof(float);
-    const size_t qd = (size_t)hp->n_head * hp->head_dim, kd = (size_t)hp->n_head_kv * hp->head_dim;
-    const size_t vd = (size_t)hp->n_head_kv * hp->head_dim_v, od = (size_t)hp->n_head * hp->head_dim_v;
+    const size_t od = (size_t)hp->n_head * hp->head_dim_v;
     size_t ff = (size_t)CLB_MAX(hp->n_ff, CLB_MAX(hp->n_ff_exp, hp->n_ff_shexp));
     size_t ne = (size_t)(hp->n_expert > 0 ? hp->n_expert : 1);
     e->b_seq = clb_arena_take(a, B * sizeof(int32_t));
@@ -86,18 +85,7 @@ static void carve(colibri_engine_t *e) {
     e->seq_save = clb_arena_take(a, (size_t)e->n_seq * sizeof(int32_t));
     e->x = clb_arena_take(a, B * E * F);
     e->xn = clb_arena_take(a, B * E * F);
-    e->q = clb_arena_take(a, B * qd * F);
-    e->kv_k = clb_arena_take(a, B * kd * F);
-    e->kv_v = clb_arena_take(a, B * vd * F);
-    e->att = clb_arena_take(a, B * od * F);
-    if (hp->attn_kind == CLB_ATTN_MLA) {
-        const size_t nope = (size_t)(hp->head_dim - hp->n_rot);
-        e->mla_qa = clb_arena_take(a, B * (size_t)CLB_MAX(hp->q_lora_rank, 1) * F);
-        e->mla_ckv = clb_arena_take(a, B * (size_t)(hp->kv_lora_rank + hp->n_rot) * F);
-        e->mla_kvb = clb_arena_take(a, B * (size_t)hp->n_head * (nope + (size_t)hp->head_dim_v) * F);
-    }
-    const size_t group = (size_t)(hp->n_head_kv > 0 ? CLB_MAX(hp->n_head / hp->n_head_kv, 1) : 1);
-    e->att_scratch = clb_arena_take(a, (size_t)e->n_threads * group * (size_t)e->max_seq * F);
+    clb_attn_carve(&e->attn, a);
     const size_t kc = (size_t)(e->k_cap > 0 ? e->k_cap : 1), BK = B * kc;
     e->ff_g = clb_arena_take(a, BK * ff * F);
     e->ff_u = clb_arena_take(a, BK * ff * F);
@@ -206,23 +194,14 @@ colibri_engine_t *colibri_init_params(const char *model_path, const colibri_para
     }
     e->mm.pool = e->pool;
     e->mm.k = e->k;
-    uint64_t kv_elems, kv_bytes;
-    const uint64_t per_pos = (uint64_t)hp->n_head_kv * (uint64_t)CLB_MAX(hp->head_dim, hp->head_dim_v);
-    if (!clb_mul_u64((uint64_t)e->n_seq * (uint64_t)hp->n_layer * (uint64_t)e->max_seq, per_pos, &kv_elems) ||
-        !clb_mul_u64(kv_elems, sizeof(float), &kv_bytes) || kv_bytes > ((uint64_t)1 << 40)) {
-        clb_err(COLIBRI_ERR_ARG, "KV cache for %d sequence(s) of max_seq_len %d is too large", e->n_seq, e->max_seq);
-        goto fail;
-    }
-    e->k_cache = clb_alloc_aligned((size_t)kv_bytes);
-    e->v_cache = clb_alloc_aligned((size_t)kv_bytes);
-    if (!e->k_cache || !e->v_cache) {
-        clb_err(COLIBRI_ERR_NOMEM, "cannot allocate the KV cache (%llu bytes)", (unsigned long long)kv_bytes * 2);
-        goto fail;
-    }
+    const clb_kv_params kp = {.n_seq = e->n_seq, .max_seq = e->max_seq, .n_batch = e->n_batch,
+                              .k_type = CLB_DT_F32, .v_type = CLB_DT_F32};
+    if (clb_attn_init(&e->attn, hp, e->k, &e->mm, &e->rope, e->pool, e->n_threads, e->n_batch, &kp)) goto fail;
+    const uint64_t kv_bytes = e->attn.kv.seq_bytes * (uint64_t)e->n_seq;
     carve(e);
     if (clb_arena_alloc_block(&e->arena)) goto fail;
     carve(e);
-    if (clb_mem_init(e, model_path, &p, kv_bytes * 2)) goto fail; /* budget, expert pool */
+    if (clb_mem_init(e, model_path, &p, kv_bytes)) goto fail; /* budget, expert pool */
     e->stats.n_layers = CLB_MIN(hp->n_layer, COLIBRI_STATS_MAX_LAYERS);
     e->stats.n_experts = CLB_MIN(hp->n_expert, COLIBRI_STATS_MAX_EXPERTS);
     return e;
@@ -235,8 +214,7 @@ void colibri_free(colibri_engine_t *e) {
     if (!e) return;
     clb_pool_free(e->pool);
     clb_arena_release(&e->arena);
-    clb_free_aligned(e->k_cache);
-    clb_free_aligned(e->v_cache);
+    clb_attn_free(&e->attn);
     clb_free(e->seq_past);
     clb_rope_free(&e->rope);
     clb_model_free(e->model);
@@ -295,8 +273,11 @@ int colibri_eval(colibri_engine_t *e, const int32_t *tokens, size_t n, float *lo
 }
 
 void colibri_reset(colibri_engine_t *e) {
-    if (e)
-        for (int s = 0; s < e->n_seq; s++) e->seq_past[s] = 0;
+    if (!e) return;
+    for (int s = 0; s < e->n_seq; s++) {
+        e->seq_past[s] = 0;
+        clb_kv_clear(&e->attn.kv, s);
+    }
 }
 
 int colibri_truncate(colibri_engine_t *e, int32_t n) {
@@ -308,7 +289,10 @@ int colibri_seq_truncate(colibri_engine_t *e, int32_t seq, int32_t n) {
     if (seq < 0 || seq >= e->n_seq) return clb_err(COLIBRI_ERR_ARG, "sequence %d out of range (the engine holds %d)", seq, e->n_seq);
     if (n < 0 || n > e->seq_past[seq])
         return clb_err(COLIBRI_ERR_ARG, "cannot truncate sequence %d of %d tokens to %d", seq, e->seq_past[seq], n);
-    e->seq_past[seq] = n;
+    /* a layer that keeps only its window may already have dropped what the next token
+       would see: then the sequence starts over */
+    e->seq_past[seq] = clb_kv_keepable(&e->attn.kv, seq, n);
+    if (e->seq_past[seq] == 0) clb_kv_clear(&e->attn.kv, seq);
     return COLIBRI_OK;
 }
 

@@ -1,7 +1,7 @@
 /* engine.c — the forward pass, read top to bottom:
  *
- *   embed -> for each layer: rmsnorm, attention (q/k/v, q/k norm, rope, KV cache, softmax),
- *            residual; rmsnorm, FFN: dense SwiGLU, or router -> acquire experts ->
+ *   embed -> for each layer: rmsnorm, attention (src/nn/attention.c: q/k/v, q/k norm, rope,
+ *            KV cache, softmax), residual; rmsnorm, FFN: dense SwiGLU, or router -> acquire experts ->
  *            expert SwiGLUs -> release -> weighted sum (+ shared expert); residual
  *         -> final norm -> LM head
  *
@@ -9,165 +9,18 @@
  * over the batch, and routed experts run once per batch on the tokens that chose them.
  * Every buffer comes from the arena made at init; nothing here allocates. */
 #include <math.h>
-#include <stdatomic.h>
 #include <string.h>
 
 #include "core/common.h"
 #include "engine.h"
 
-/* ---- attention ---- */
-
-typedef struct att_task {
-    colibri_engine_t *e;
-    int layer, n_tok;
-    atomic_llong next; /* the next (token, head) pair to take */
-} att_task;
-
-/* One (token, K/V head) unit at a time, for the query heads that share that K/V head
-   (grouped-query attention): scores over the cached positions, softmax, weighted sum of
-   values. Each cached key and value row is loaded once for the whole group and reused from
-   L1 by its query heads — per (token, head) the rows were streamed once per query head, which
-   at 512 positions and 8 heads per group meant ~4 GB of K/V reads per Qwen3 layer. Every
-   head's arithmetic is unchanged (the same dot product per key, the same axpy order), so the
-   values are the same. Threads take units from a shared counter (in a causal batch the later
-   tokens cost more, so fixed ranges left one thread with most of the work). */
-static void attention_run(void *arg, int ith, int nth) {
-    att_task *t = arg;
-    (void)nth;
-    colibri_engine_t *e = t->e;
-    const clb_hparams *hp = e->hp;
-    const int hd = hp->head_dim, hdv = hp->head_dim_v, nkv = hp->n_head_kv, group = hp->n_head / nkv;
-    const int64_t kstride = (int64_t)nkv * hd, vstride = (int64_t)nkv * hdv;
-    float scale = hp->attn_mult > 0 ? hp->attn_mult : 1.0f / sqrtf((float)hd);
-    float *sc = e->att_scratch + (int64_t)ith * group * e->max_seq; /* [group][max_seq] */
-    const clb_vec_dot_fn dot = e->k->vec_dot[CLB_DT_F32]; /* the table's f32 dot product */
-    const int64_t n_units = (int64_t)t->n_tok * nkv;
-    for (int64_t u; (u = atomic_fetch_add_explicit(&t->next, 1, memory_order_relaxed)) < n_units;) {
-        const int tok = (int)(u / nkv), g = (int)(u % nkv), h0 = g * group;
-        const int pos = e->b_pos[tok];
-        const int64_t region = ((int64_t)e->b_seq[tok] * hp->n_layer + t->layer) * e->max_seq; /* its KV rows */
-        const float *kc = e->k_cache + region * kstride, *vc = e->v_cache + region * vstride;
-        const float *q0 = e->q + (int64_t)tok * hp->n_head * hd + (int64_t)h0 * hd;
-        for (int j = 0; j <= pos; j++) {
-            const float *kj = kc + (int64_t)j * kstride + (int64_t)g * hd;
-            for (int i = 0; i < group; i++) {
-                float s;
-                dot(hd, &s, kj, q0 + (int64_t)i * hd);
-                sc[(int64_t)i * e->max_seq + j] = s * scale;
-            }
-        }
-        float *out0 = e->att + (int64_t)tok * hp->n_head * hdv + (int64_t)h0 * hdv;
-        for (int i = 0; i < group; i++) {
-            clb_softmax(sc + (int64_t)i * e->max_seq, pos + 1);
-            memset(out0 + (int64_t)i * hdv, 0, sizeof(float) * (size_t)hdv);
-        }
-        for (int j = 0; j <= pos; j++) {
-            const float *vj = vc + (int64_t)j * vstride + (int64_t)g * hdv;
-            for (int i = 0; i < group; i++) e->k->axpy_f32(hdv, sc[(int64_t)i * e->max_seq + j], vj, out0 + (int64_t)i * hdv);
-        }
-    }
-}
-
-static void add_bias(float *y, const clb_weight *b, int n_tok, int64_t stride) {
-    if (!b->data) return;
-    const float *bv = b->data;
-    for (int t = 0; t < n_tok; t++)
-        for (int64_t i = 0; i < b->cols; i++) y[(int64_t)t * stride + i] += bv[i];
-}
-
-static void clamp(float *x, int64_t n, float c) {
-    for (int64_t i = 0; i < n; i++) x[i] = x[i] > c ? c : x[i] < -c ? -c : x[i];
-}
-
-/* q [n][n_head*hd], k [n][n_kv*hd], v [n][n_kv*hdv] from the normed input, before rope. */
-static void project_gqa(colibri_engine_t *e, const clb_layer *L, int n) {
-    const clb_hparams *hp = e->hp;
-    const int64_t E = hp->n_embd, qd = (int64_t)hp->n_head * hp->head_dim;
-    const int64_t kd = (int64_t)hp->n_head_kv * hp->head_dim, vd = (int64_t)hp->n_head_kv * hp->head_dim_v;
-    clb_matmul(&e->mm, &L->wq, e->xn, E, n, e->q, qd);
-    if (kd == vd) {
-        clb_matmul2(&e->mm, &L->wk, &L->wv, e->xn, E, n, e->kv_k, e->kv_v, kd);
-    } else {
-        clb_matmul(&e->mm, &L->wk, e->xn, E, n, e->kv_k, kd);
-        clb_matmul(&e->mm, &L->wv, e->xn, E, n, e->kv_v, vd);
-    }
-    add_bias(e->q, &L->bq, n, qd);
-    add_bias(e->kv_k, &L->bk, n, kd);
-    add_bias(e->kv_v, &L->bv, n, vd);
-    for (int t = 0; t < n; t++) {
-        float *qt = e->q + t * qd, *kt = e->kv_k + t * kd;
-        if (hp->qk_norm == CLB_QKNORM_FULL) {
-            clb_rmsnorm(qt, qt, L->q_norm.data, qd, hp->norm_eps);
-            clb_rmsnorm(kt, kt, L->k_norm.data, kd, hp->norm_eps);
-        } else if (hp->qk_norm == CLB_QKNORM_HEAD) {
-            for (int h = 0; h < hp->n_head; h++)
-                clb_rmsnorm(qt + h * hp->head_dim, qt + h * hp->head_dim, L->q_norm.data, hp->head_dim, hp->norm_eps);
-            for (int h = 0; h < hp->n_head_kv; h++)
-                clb_rmsnorm(kt + h * hp->head_dim, kt + h * hp->head_dim, L->k_norm.data, hp->head_dim, hp->norm_eps);
-        }
-        if (hp->clip_qkv > 0) { /* OLMoE: after the q/k norms, before rope */
-            clamp(qt, qd, hp->clip_qkv);
-            clamp(kt, kd, hp->clip_qkv);
-            clamp(e->kv_v + t * vd, vd, hp->clip_qkv);
-        }
-        clb_rope_apply(&e->rope, kt, hp->n_head_kv, hp->head_dim, 0, e->b_pos[t]);
-    }
-}
-
-/* Multi-head latent attention (DeepSeek-V2/V3): q from a low-rank projection (or directly),
-   K/V decompressed per head from the kv_lora_rank latent; the rope part of K is one
-   vector shared by all heads. The KV cache holds the decompressed K and V. */
-static void project_mla(colibri_engine_t *e, const clb_layer *L, int n) {
-    const clb_hparams *hp = e->hp;
-    const int64_t E = hp->n_embd, H = hp->n_head, hd = hp->head_dim, hdv = hp->head_dim_v, rot = hp->n_rot;
-    const int64_t nope = hd - rot, r = hp->kv_lora_rank, qd = H * hd, ckv_w = r + rot, kvb_w = H * (nope + hdv);
-    const float eps = 1e-6f; /* q_a_layernorm / kv_a_layernorm: RMSNorm's default eps in the HF code */
-    if (hp->q_lora_rank > 0) {
-        const int64_t qr = hp->q_lora_rank;
-        clb_matmul(&e->mm, &L->wq_a, e->xn, E, n, e->mla_qa, qr);
-        for (int t = 0; t < n; t++) clb_rmsnorm(e->mla_qa + t * qr, e->mla_qa + t * qr, L->q_a_norm.data, qr, eps);
-        clb_matmul(&e->mm, &L->wq_b, e->mla_qa, qr, n, e->q, qd);
-    } else {
-        clb_matmul(&e->mm, &L->wq, e->xn, E, n, e->q, qd);
-    }
-    clb_matmul(&e->mm, &L->wkv_a, e->xn, E, n, e->mla_ckv, ckv_w);
-    for (int t = 0; t < n; t++) {
-        float *c = e->mla_ckv + t * ckv_w;
-        clb_rmsnorm(c, c, L->kv_a_norm.data, r, eps);                 /* the latent */
-        clb_rope_apply(&e->rope, c + r, 1, (int)rot, 0, e->b_pos[t]); /* the shared rope key */
-    }
-    clb_matmul(&e->mm, &L->wkv_b, e->mla_ckv, ckv_w, n, e->mla_kvb, kvb_w);
-    for (int t = 0; t < n; t++) {
-        const float *kvb = e->mla_kvb + t * kvb_w, *kpe = e->mla_ckv + t * ckv_w + r;
-        for (int64_t h = 0; h < H; h++) {
-            float *k = e->kv_k + t * H * hd + h * hd, *v = e->kv_v + t * H * hdv + h * hdv;
-            memcpy(k, kvb + h * (nope + hdv), sizeof(float) * (size_t)nope);
-            memcpy(k + nope, kpe, sizeof(float) * (size_t)rot);
-            memcpy(v, kvb + h * (nope + hdv) + nope, sizeof(float) * (size_t)hdv);
-        }
-    }
-}
+/* ---- attention (src/nn/attention.c) ---- */
 
 static void attention(colibri_engine_t *e, const clb_layer *L, int l, int n) {
     const clb_hparams *hp = e->hp;
-    const int64_t E = hp->n_embd, qd = (int64_t)hp->n_head * hp->head_dim;
-    const int64_t kd = (int64_t)hp->n_head_kv * hp->head_dim, vd = (int64_t)hp->n_head_kv * hp->head_dim_v;
+    const int64_t E = hp->n_embd;
     for (int t = 0; t < n; t++) clb_rmsnorm(e->xn + t * E, e->x + t * E, L->attn_norm.data, E, hp->norm_eps);
-    if (hp->attn_kind == CLB_ATTN_MLA) project_mla(e, L, n);
-    else project_gqa(e, L, n);
-    for (int t = 0; t < n; t++) {
-        const int pos = e->b_pos[t];
-        const int64_t row = ((int64_t)e->b_seq[t] * hp->n_layer + l) * e->max_seq + pos;
-        clb_rope_apply(&e->rope, e->q + t * qd, hp->n_head, hp->head_dim, hp->rope_offset, pos);
-        memcpy(e->k_cache + row * kd, e->kv_k + t * kd, sizeof(float) * (size_t)kd);
-        memcpy(e->v_cache + row * vd, e->kv_v + t * vd, sizeof(float) * (size_t)vd);
-    }
-    att_task at = {.e = e, .layer = l, .n_tok = n};
-    atomic_init(&at.next, 0);
-    clb_pool_run(e->pool, attention_run, &at);
-    const int64_t od = (int64_t)hp->n_head * hp->head_dim_v;
-    clb_matmul(&e->mm, &L->wo, e->att, od, n, e->ffn_out, E);
-    add_bias(e->ffn_out, &L->bo, n, E);
+    clb_attn_forward(&e->attn, L, l, e->xn, n, e->b_seq, e->b_pos, e->ffn_out);
     const float rm = hp->resid_mult > 0 ? hp->resid_mult : 1.0f;
     for (int64_t i = 0; i < n * E; i++) e->x[i] += e->ffn_out[i] * rm;
 }

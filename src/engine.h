@@ -7,6 +7,7 @@
 #include "core/threadpool.h"
 #include "model/loader.h"
 #include "moe/router.h"
+#include "nn/attention.h"
 #include "nn/ops.h"
 #include "text/tokenizer.h"
 
@@ -26,8 +27,8 @@ struct colibri_engine {
     int n_seq;       /* sequences held at once (colibri_params.n_seq) */
     int32_t *seq_past; /* [n_seq] tokens in each sequence's KV region (its next position) */
 
-    /* KV cache, allocated once: [n_seq][n_layer][max_seq][n_head_kv * head_dim(_v)] */
-    float *k_cache, *v_cache;
+    /* the attention blocks and their KV cache (src/nn/attention.c, src/nn/kv_cache.c) */
+    clb_attn attn;
 
     /* activations, carved from one arena at init; B = n_batch */
     clb_arena arena;
@@ -39,14 +40,6 @@ struct colibri_engine {
     int32_t *seq_save; /* [n_seq] colibri_decode: positions before the call (restored on failure) */
     float *x;        /* [B][n_embd] residual stream */
     float *xn;       /* [B][n_embd] normed input of a block */
-    float *q;        /* [B][n_head * head_dim] */
-    float *kv_k;     /* [B][n_head_kv * head_dim] */
-    float *kv_v;     /* [B][n_head_kv * head_dim_v] */
-    float *att;      /* [B][n_head * head_dim_v] attention output */
-    float *mla_qa;   /* [B][q_lora_rank] (MLA) */
-    float *mla_ckv;  /* [B][kv_lora_rank + n_rot] (MLA) latent + shared rope key */
-    float *mla_kvb;  /* [B][n_head * (nope + head_dim_v)] (MLA) decompressed K/V */
-    float *att_scratch; /* [n_threads][n_head / n_head_kv][max_seq] scores */
     float *ff_g, *ff_u; /* [B * k_cap][max ff width] */
     float *ffn_out;  /* [B][n_embd] */
     float *r_logits; /* [B][n_expert] */

@@ -13,6 +13,11 @@
 #include "core/common.h"
 #include "model/model.h"
 
+/* sliding_window in an HF config: ignored (Llama's code has none), on every layer (Mistral,
+   Mixtral), or with use_sliding_window on the layers from max_window_layers on (Qwen); a
+   config's layer_types, when the family reads them (not SWA_NONE), say per layer. */
+enum { SWA_NONE = 0, SWA_ALL = 1, SWA_QWEN = 2 };
+
 struct clb_arch_desc {
     const char *name;
     const char *hf_arch[3];       /* config.json "architectures" entries accepted */
@@ -34,16 +39,25 @@ struct clb_arch_desc {
     bool multipliers;             /* embedding/residual/attention multipliers, logits_scaling */
     bool tie_default;
     int gguf_rope;                /* rope style of this family's GGUF files */
+    int swa;                      /* which layers sliding_window applies to (enum below) */
     bool gguf_norm_topk;          /* GGUF files carry no norm_topk_prob: what llama.cpp assumes */
 };
 
 static const clb_arch_desc ARCHS[] = {
     {
         .name = "llama",
-        .hf_arch = {"LlamaForCausalLM", "MistralForCausalLM"},
-        .hf_model_type = {"llama", "mistral"},
+        .hf_arch = {"LlamaForCausalLM"},
+        .hf_model_type = {"llama"},
         .gguf_arch = "llama",
         .gguf_rope = CLB_ROPE_NORM,
+    },
+    {
+        .name = "mistral", /* Llama + sliding_window */
+        .hf_arch = {"MistralForCausalLM"},
+        .hf_model_type = {"mistral"},
+        .gguf_arch = "llama",
+        .gguf_rope = CLB_ROPE_NORM,
+        .swa = SWA_ALL,
     },
     {
         .name = "qwen2",
@@ -51,6 +65,7 @@ static const clb_arch_desc ARCHS[] = {
         .hf_model_type = {"qwen2"},
         .gguf_arch = "qwen2",
         .qkv_bias = true,
+        .swa = SWA_QWEN,
     },
     {
         .name = "qwen3",
@@ -58,6 +73,7 @@ static const clb_arch_desc ARCHS[] = {
         .hf_model_type = {"qwen3"},
         .gguf_arch = "qwen3",
         .qk_norm = CLB_QKNORM_HEAD,
+        .swa = SWA_QWEN,
     },
     {
         .name = "mixtral",
@@ -71,6 +87,7 @@ static const clb_arch_desc ARCHS[] = {
         .norm_topk = true, /* softmax over the k selected logits == softmax + renormalise */
         .gguf_rope = CLB_ROPE_NORM,
         .gguf_norm_topk = true,
+        .swa = SWA_ALL,
     },
     {
         .name = "qwen2moe",
@@ -84,6 +101,7 @@ static const clb_arch_desc ARCHS[] = {
         .qkv_bias = true,
         .shexp = true,
         .sparse_step = true,
+        .swa = SWA_QWEN,
     },
     {
         .name = "qwen3moe",
@@ -97,6 +115,7 @@ static const clb_arch_desc ARCHS[] = {
         .qk_norm = CLB_QKNORM_HEAD,
         .sparse_step = true,
         .gguf_norm_topk = true,
+        .swa = SWA_QWEN,
     },
     {
         .name = "olmoe",
@@ -219,10 +238,6 @@ void clb_arch_gguf_defaults(const clb_arch_desc *d, clb_hparams *hp) {
 /* ---- config.json reading ---- */
 
 static const cJSON *key(const cJSON *c, const char *k) { return cJSON_GetObjectItemCaseSensitive(c, k); }
-static bool is_null_or_missing(const cJSON *c, const char *k) {
-    const cJSON *v = key(c, k);
-    return !v || cJSON_IsNull(v);
-}
 
 static int get_int(const cJSON *c, const char *k, int def, bool required, int *out) {
     const cJSON *v = key(c, k);
@@ -388,6 +403,56 @@ static int parse_deepseek(const clb_arch_desc *d, const cJSON *c, clb_hparams *h
     return COLIBRI_OK;
 }
 
+clb_attn_layer clb_hparams_attn_layer(const clb_hparams *hp, int l) {
+    clb_attn_layer a = {0};
+    if (hp->attn_layers && l >= 0 && l < hp->n_layer) a = hp->attn_layers[l];
+    return a;
+}
+
+clb_attn_layer *clb_hparams_attn_layers(clb_hparams *hp) {
+    if (!hp->attn_layers && hp->n_layer > 0 && hp->n_layer <= CLB_MAX_LAYERS)
+        hp->attn_layers = clb_calloc((size_t)hp->n_layer, sizeof *hp->attn_layers);
+    return hp->attn_layers;
+}
+
+/* Which layers use a sliding window or chunked attention (HF semantics, d->swa):
+   config.layer_types when the family reads them ("full_attention", "sliding_attention",
+   "chunked_attention"; sliding without a sliding_window is full attention, as in HF), else
+   sliding_window on every layer (Mistral, Mixtral) or, with use_sliding_window, on the
+   layers from max_window_layers on (Qwen). Families with other per-layer patterns set
+   hp->attn_layers themselves. */
+static int parse_attn_layers(const clb_arch_desc *d, const cJSON *c, clb_hparams *hp) {
+    int rc, sw = 0, chunk = 0, from = 0;
+    bool use_sw = d->swa != SWA_QWEN;
+    if (d->swa == SWA_NONE) return COLIBRI_OK;
+    if ((rc = get_int(c, "sliding_window", 0, false, &sw)) || (rc = get_bool(c, "use_sliding_window", use_sw, &use_sw)) ||
+        (rc = get_int(c, "attention_chunk_size", 0, false, &chunk)) ||
+        (rc = get_int(c, "max_window_layers", 28, false, &from)))
+        return rc;
+    if (sw < 0 || chunk < 0) return clb_err(COLIBRI_ERR_FORMAT, "config.json: sliding_window / attention_chunk_size must be positive");
+    if (!use_sw) sw = 0;
+    if (hp->n_layer <= 0 || hp->n_layer > CLB_MAX_LAYERS) return COLIBRI_OK; /* reported by validation */
+    const cJSON *lt = key(c, "layer_types");
+    if (lt && !cJSON_IsNull(lt)) {
+        if (!cJSON_IsArray(lt) || cJSON_GetArraySize(lt) != hp->n_layer)
+            return clb_err(COLIBRI_ERR_FORMAT, "config.json: layer_types must list the %d layers", hp->n_layer);
+        if (!clb_hparams_attn_layers(hp)) return clb_err(COLIBRI_ERR_NOMEM, "out of memory");
+        for (int l = 0; l < hp->n_layer; l++) {
+            const cJSON *t = cJSON_GetArrayItem(lt, l);
+            const char *ty = cJSON_IsString(t) ? t->valuestring : "";
+            if (!strcmp(ty, "full_attention")) continue;
+            if (!strcmp(ty, "sliding_attention")) hp->attn_layers[l].window = sw;
+            else if (!strcmp(ty, "chunked_attention") && chunk > 0) hp->attn_layers[l].chunk = chunk;
+            else return clb_err(COLIBRI_ERR_UNSUPPORTED, "config.json: layer_types[%d] '%s' is not supported", l, ty);
+        }
+        return COLIBRI_OK;
+    }
+    if (sw <= 0) return COLIBRI_OK;
+    if (!clb_hparams_attn_layers(hp)) return clb_err(COLIBRI_ERR_NOMEM, "out of memory");
+    for (int l = d->swa == SWA_QWEN ? CLB_MAX(from, 0) : 0; l < hp->n_layer; l++) hp->attn_layers[l].window = sw;
+    return COLIBRI_OK;
+}
+
 int clb_hparams_from_hf(const clb_arch_desc *d, const cJSON *c, clb_hparams *hp) {
     int rc;
     memset(hp, 0, sizeof *hp);
@@ -424,15 +489,7 @@ int clb_hparams_from_hf(const clb_arch_desc *d, const cJSON *c, clb_hparams *hp)
     if ((rc = get_bool(c, "attention_bias", false, &attn_bias))) return rc;
     hp->qkv_bias = attn_bias || d->qkv_bias;
     hp->o_bias = attn_bias;
-    if (!is_null_or_missing(c, "sliding_window")) {
-        bool use_sw = true;
-        if ((rc = get_bool(c, "use_sliding_window", true, &use_sw))) return rc;
-        int sw = 0;
-        if ((rc = get_int(c, "sliding_window", 0, false, &sw))) return rc;
-        if (use_sw && sw < hp->max_pos)
-            return clb_err(COLIBRI_ERR_UNSUPPORTED,
-                           "config.json: sliding_window attention (%d) is not supported", sw);
-    }
+    if ((rc = parse_attn_layers(d, c, hp))) return rc;
     hp->qk_norm = d->qk_norm;
     hp->router_score = d->router_score;
     hp->routed_scale = 1.0f;
@@ -514,6 +571,11 @@ int clb_hparams_validate(const clb_hparams *hp) {
     for (int l = 0; l < hp->n_layer; l++)
         if (!clb_hparams_layer_is_moe(hp, l)) any_dense = true;
     CHECK(!any_dense || hp->n_ff > 0, "config: dense FFN layers need intermediate_size > 0");
+    for (int l = 0; hp->attn_layers && l < hp->n_layer; l++) {
+        const clb_attn_layer *a = &hp->attn_layers[l];
+        CHECK(a->window >= 0 && a->chunk >= 0, "config: layer %d: negative attention window or chunk", l);
+        CHECK(!(a->window && a->chunk), "config: layer %d: both a sliding window and chunked attention", l);
+    }
 #undef CHECK
     return COLIBRI_OK;
 }
@@ -522,6 +584,8 @@ void clb_hparams_free(clb_hparams *hp) {
     if (!hp) return;
     clb_free(hp->dense_layers);
     hp->dense_layers = NULL;
+    clb_free(hp->attn_layers);
+    hp->attn_layers = NULL;
 }
 
 /* ---- canonical JSON (.colibri "config") ----
@@ -576,7 +640,46 @@ cJSON *clb_hparams_to_json(const clb_hparams *hp) {
     cJSON *dl = cJSON_AddArrayToObject(j, "dense_layers");
     for (int l = 0; l < hp->n_layer; l++)
         if (hp->dense_layers && hp->dense_layers[l]) cJSON_AddItemToArray(dl, cJSON_CreateNumber(l));
+    /* the layers whose attention is not plain: [{"layer": L, "window": W, "chunk": C,
+       "no_rope": true, "sinks": true}, ...] (absent when every layer is plain) */
+    cJSON *al = NULL;
+    for (int l = 0; hp->attn_layers && l < hp->n_layer; l++) {
+        const clb_attn_layer *a = &hp->attn_layers[l];
+        if (!a->window && !a->chunk && !a->no_rope && !a->sinks) continue;
+        if (!al) al = cJSON_AddArrayToObject(j, "attn_layers");
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "layer", l);
+        if (a->window) cJSON_AddNumberToObject(o, "window", a->window);
+        if (a->chunk) cJSON_AddNumberToObject(o, "chunk", a->chunk);
+        if (a->no_rope) cJSON_AddBoolToObject(o, "no_rope", true);
+        if (a->sinks) cJSON_AddBoolToObject(o, "sinks", true);
+        cJSON_AddItemToArray(al, o);
+    }
     return j;
+}
+
+static int attn_layers_from_json(const cJSON *al, clb_hparams *hp) {
+    const cJSON *it;
+    if (!al) return COLIBRI_OK;
+    if (!cJSON_IsArray(al)) return clb_err(COLIBRI_ERR_FORMAT, "config: attn_layers must be a list");
+    if (!clb_hparams_attn_layers(hp)) return clb_err(COLIBRI_ERR_NOMEM, "out of memory");
+    cJSON_ArrayForEach(it, al) {
+        const cJSON *l = key(it, "layer"), *w = key(it, "window"), *c = key(it, "chunk");
+        const cJSON *nr = key(it, "no_rope"), *sk = key(it, "sinks");
+        if (!cJSON_IsNumber(l) || l->valuedouble < 0 || l->valuedouble >= hp->n_layer ||
+            l->valuedouble != (double)(int)l->valuedouble)
+            return clb_err(COLIBRI_ERR_FORMAT, "config: attn_layers entry without a valid 'layer'");
+        clb_attn_layer *a = &hp->attn_layers[(int)l->valuedouble];
+        if ((w && (!cJSON_IsNumber(w) || w->valuedouble < 0 || w->valuedouble > (1 << 30))) ||
+            (c && (!cJSON_IsNumber(c) || c->valuedouble < 0 || c->valuedouble > (1 << 30))) ||
+            (nr && !cJSON_IsBool(nr)) || (sk && !cJSON_IsBool(sk)))
+            return clb_err(COLIBRI_ERR_FORMAT, "config: attn_layers entry of layer %d is malformed", (int)l->valuedouble);
+        a->window = w ? (int32_t)w->valuedouble : 0;
+        a->chunk = c ? (int32_t)c->valuedouble : 0;
+        a->no_rope = cJSON_IsTrue(nr);
+        a->sinks = cJSON_IsTrue(sk);
+    }
+    return COLIBRI_OK;
 }
 
 int clb_hparams_from_json(const cJSON *j, clb_hparams *hp) {
@@ -618,7 +721,8 @@ int clb_hparams_from_json(const cJSON *j, clb_hparams *hp) {
         }
         hp->dense_layers[(int)it->valuedouble] = 1;
     }
-    int rc = clb_hparams_validate(hp);
+    int rc = attn_layers_from_json(key(j, "attn_layers"), hp);
+    if (!rc) rc = clb_hparams_validate(hp);
     if (rc) clb_hparams_free(hp);
     return rc;
 }
@@ -645,6 +749,7 @@ static const name_map HF_NAMES[] = {
     {"model.layers.{L}.self_attn.o_proj.bias", "blk.{L}.attn_output.bias"},
     {"model.layers.{L}.self_attn.q_norm.weight", "blk.{L}.attn_q_norm.weight"},
     {"model.layers.{L}.self_attn.k_norm.weight", "blk.{L}.attn_k_norm.weight"},
+    {"model.layers.{L}.self_attn.sinks", "blk.{L}.attn_sinks.weight"},
     {"model.layers.{L}.mlp.gate_proj.weight", "blk.{L}.ffn_gate.weight"},
     {"model.layers.{L}.mlp.up_proj.weight", "blk.{L}.ffn_up.weight"},
     {"model.layers.{L}.mlp.down_proj.weight", "blk.{L}.ffn_down.weight"},

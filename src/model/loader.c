@@ -110,6 +110,7 @@ static int bind_layer(binder *b, int l) {
     } while (0)
     B("attn_norm.weight", 1, E, REQUIRED, true, &L->attn_norm);
     B("attn_output.weight", E, od, REQUIRED, false, &L->wo);
+    B("attn_sinks.weight", 1, hp->n_head, clb_hparams_attn_layer(hp, l).sinks, true, &L->sinks);
     if (hp->attn_kind == CLB_ATTN_MLA) {
         const int64_t r = hp->kv_lora_rank, nope = hp->head_dim - hp->n_rot;
         if (hp->q_lora_rank > 0) {

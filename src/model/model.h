@@ -32,6 +32,23 @@ typedef enum {
 
 #define CLB_MAX_LAYERS 1024
 
+/* Per-layer attention variants: the place where families that mix attention kinds
+ * (gpt-oss: sinks + alternating sliding/full layers; Mistral-style windows; Gemma-style
+ * interleaving; Llama-4 chunked attention and NoPE layers) say what each layer does.
+ * src/nn/attention.c computes every combination; a layer with a window or a chunk keeps
+ * only the positions it can still reach in its KV cache (src/nn/kv_cache.c). All zero is
+ * plain causal attention with rotary embeddings. */
+typedef struct clb_attn_layer {
+    int32_t window; /* > 0: sliding window, a query at position p sees keys k with
+                       p - window < k <= p (HF sliding_window_overlay); 0 = all earlier keys */
+    int32_t chunk;  /* > 0: chunked attention, keys k with k / chunk == p / chunk and k <= p
+                       (HF chunked_overlay, Llama-4 attention_chunk_size); 0 = off */
+    bool no_rope;   /* q and k are not rotated on this layer (Llama-4 NoPE layers) */
+    bool sinks;     /* a learned logit per head joins every softmax as an extra term with no
+                       value (gpt-oss): tensor blk.L.attn_sinks.weight [n_head] f32, required
+                       when set (a layer also gets sinks when the file has that tensor) */
+} clb_attn_layer;
+
 typedef struct clb_hparams {
     char arch[32];          /* descriptor name: "llama", "mixtral", ... */
     int n_vocab;
@@ -50,6 +67,7 @@ typedef struct clb_hparams {
     int first_dense;        /* layers [0, first_dense) use the dense FFN */
     int moe_step;           /* MoE on layers where (l + 1) % moe_step == 0 (qwen2: decoder_sparse_step) */
     uint8_t *dense_layers;  /* [n_layer] 1 = dense FFN (mlp_only_layers etc.); owned */
+    clb_attn_layer *attn_layers; /* [n_layer] attention variant of each layer; owned, NULL = all plain */
     float norm_eps;
     float rope_theta;
     int rope_style;         /* clb_rope_style */
@@ -98,6 +116,7 @@ typedef struct clb_layer {
     clb_weight wq, wk, wv, wo;          /* wq [n_head*hd][n_embd], wk/wv [n_kv*hd][n_embd], wo [n_embd][n_head*hdv] */
     clb_weight bq, bk, bv, bo;          /* optional biases (data NULL when absent) */
     clb_weight q_norm, k_norm;          /* optional: [head_dim] (HEAD) or [n_head*hd] (FULL) */
+    clb_weight sinks;                   /* optional: [n_head] f32 sink logits (clb_attn_layer.sinks) */
     /* MLA (attn_kind == MLA) */
     clb_weight wq_a, q_a_norm, wq_b;    /* q_lora_rank > 0: q = wq_b(norm(wq_a x)); else wq */
     clb_weight wkv_a, kv_a_norm, wkv_b; /* [kv_lora_rank + n_rot][n_embd], [kv_lora_rank], [n_head*(nope+hdv)][kv_lora_rank] */
@@ -138,6 +157,10 @@ int clb_hparams_validate(const clb_hparams *hp);
 void clb_hparams_free(clb_hparams *hp);
 /* Is layer l an MoE layer? */
 bool clb_hparams_layer_is_moe(const clb_hparams *hp, int l);
+/* Layer l's attention variant (all zero when hp->attn_layers is NULL). */
+clb_attn_layer clb_hparams_attn_layer(const clb_hparams *hp, int l);
+/* hp->attn_layers, allocated (all plain) when still NULL; NULL when out of memory. */
+clb_attn_layer *clb_hparams_attn_layers(clb_hparams *hp);
 
 /* Maps an HF tensor name to the canonical name. Returns false for names the family does
    not use (e.g. rotary_emb.inv_freq), which the caller reports or skips. *layer / *expert

@@ -77,6 +77,36 @@ for fam in qwen2:Qwen2ForCausalLM:bias qwen3:Qwen3ForCausalLM:norm; do
     check "$PYTHON" "$REF/compare.py" greedy "$WORK/$name.ids" "$WORK/$name.ref.ids" --label "$name greedy"
 done
 
+# Sliding windows, chunked layers and attention sinks (clb_attn_layer): the layer patterns
+# HF derives from sliding_window / use_sliding_window / max_window_layers / layer_types, a
+# sink logit per head (gpt-oss semantics, here on families that do not ship them, to test
+# the mechanism). Long enough prompts and small batches that the windowed layers' ring
+# caches wrap several times (ring = window + batch - 1 rounded up to 32 positions).
+attn_case() { # NAME "GEN ARGS" "RUN ARGS"
+    name=$1 dir="$WORK/$1"
+    echo "== $name: $2 | run $3"
+    # shellcheck disable=SC2086
+    $GEN --out "$dir" --margin-greedy $NGEN $2 >"$WORK/gen.log" 2>&1 \
+        || { fail "$name: gen_model failed: $(tail -2 "$WORK/gen.log")"; return; }
+    toks=$(csv "$(cat "$dir/tokens.txt")")
+    "$PYTHON" "$REF/hf_ref.py" "$dir" --tokens "$toks" --out "$WORK/$name.ref" --greedy $NGEN >"$WORK/$name.ref.ids" \
+        || { fail "$name: hf_ref failed"; return; }
+    vocab=$("$PYTHON" -c "import json,sys; print(json.load(open(sys.argv[1]))['vocab_size'])" "$dir/config.json")
+    # shellcheck disable=SC2086
+    colibri_run "$WORK/$name.ids" -m "$dir" --tokens "$toks" -n $NGEN --threads 2 --dump-logits "$WORK/$name.logits" $3 || return
+    check "$PYTHON" "$REF/compare.py" logits "$WORK/$name.logits" "$WORK/$name.ref" --vocab "$vocab" \
+        --max-rel-row "$TOL" --min-argmax 1 --label "$name vs hf_ref"
+    check "$PYTHON" "$REF/compare.py" greedy "$WORK/$name.ids" "$WORK/$name.ref.ids" --label "$name greedy"
+}
+SMALL="--layers 2 --hidden 64 --heads 4 --kv-heads 2 --ff 96 --vocab 160"
+attn_case mistral-swa "--family mistral --seed 41 $SMALL --sliding-window 5 --n-tokens 72" "--batch 4"
+attn_case mistral-swa-sinks "--family mistral --seed 42 $SMALL --sliding-window 9 --sinks --n-tokens 60" "--batch 3"
+attn_case mistral-sinks "--family mistral --seed 43 $SMALL --sinks --n-tokens 24" ""
+attn_case mistral-chunk "--family mistral --seed 44 $SMALL --layer-types chunked,sliding --chunk 6 --sliding-window 4 --n-tokens 50" "--batch 5"
+attn_case qwen3moe-swa "--family qwen3_moe --seed 45 --layers 3 --hidden 64 --heads 4 --kv-heads 2 --experts 6 --top-k 2 --ff 32 --vocab 160 --sliding-window 7 --max-window-layers 1 --sinks --n-tokens 56" "--batch 8"
+attn_case qwen3moe-types "--family qwen3_moe --seed 46 --layers 3 --hidden 64 --heads 4 --kv-heads 2 --experts 6 --top-k 2 --ff 32 --vocab 160 --sliding-window 6 --layer-types sliding,full --n-tokens 48" ""
+attn_case mixtral-swa "--family mixtral --seed 47 --layers 2 --hidden 64 --heads 4 --kv-heads 2 --experts 4 --top-k 2 --ff 32 --vocab 160 --sliding-window 8 --n-tokens 48" "--batch 2"
+
 # unsupported options are refused by name
 rm -rf "$WORK/bad"; cp -r "$WORK/olmoe" "$WORK/bad"
 sed -i 's/"hidden_act": "silu"/"hidden_act": "gelu"/' "$WORK/bad/config.json"

@@ -39,7 +39,7 @@ import hf_ref  # noqa: E402
 import quant  # noqa: E402
 import safetensors_np  # noqa: E402
 
-ARCH = {"llama": "LlamaForCausalLM", "mixtral": "MixtralForCausalLM", "qwen2_moe": "Qwen2MoeForCausalLM",
+ARCH = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "mixtral": "MixtralForCausalLM", "qwen2_moe": "Qwen2MoeForCausalLM",
         "qwen3_moe": "Qwen3MoeForCausalLM", "olmoe": "OlmoeForCausalLM", "deepseek_v2": "DeepseekV2ForCausalLM",
         "deepseek_v3": "DeepseekV3ForCausalLM", "granitemoe": "GraniteMoeForCausalLM"}
 
@@ -63,11 +63,13 @@ def build_config(a):
     c["rope_scaling"] = rope_scaling
     ff, E, k = a.ff, a.experts, a.top_k
     dense_ff = a.dense_ff or 2 * ff
-    if f == "llama":
+    if f in ("llama", "mistral"):
         c.update(intermediate_size=ff, attention_bias=False, mlp_bias=False, pretraining_tp=1)
         c["head_dim"] = a.head_dim or a.hidden // H
+        if f == "mistral":
+            c["sliding_window"] = a.sliding_window or None
     elif f == "mixtral":
-        c.update(intermediate_size=ff, num_local_experts=E, num_experts_per_tok=k, sliding_window=None,
+        c.update(intermediate_size=ff, num_local_experts=E, num_experts_per_tok=k, sliding_window=a.sliding_window or None,
                  router_jitter_noise=0.0, output_router_logits=False, router_aux_loss_coef=0.02)
         if a.head_dim:
             c["head_dim"] = a.head_dim
@@ -117,6 +119,17 @@ def build_config(a):
                  position_embedding_type="rope", output_router_logits=False, router_aux_loss_coef=0.001)
         if a.head_dim and a.head_dim != a.hidden // H:
             raise SystemExit("granitemoe: head_dim is hidden / heads")
+    if a.sliding_window and f in ("qwen2_moe", "qwen3_moe"):
+        c.update(use_sliding_window=True, sliding_window=a.sliding_window,
+                 max_window_layers=a.max_window_layers if a.max_window_layers is not None else 0)
+    if a.layer_types:
+        kinds = {"full": "full_attention", "sliding": "sliding_attention", "chunked": "chunked_attention"}
+        lt = [kinds[x] for x in a.layer_types.split(",")]
+        c["layer_types"] = (lt * a.layers)[:a.layers]
+        if a.chunk:
+            c["attention_chunk_size"] = a.chunk
+    if a.sinks:
+        c["attention_sinks"] = True  # for the reader of config.json only: the tensors carry them
     return c
 
 
@@ -160,13 +173,15 @@ def tensor_shapes(c):
             if f == "olmoe":
                 s[a + "q_norm.weight"] = ((H * hd,), "norm")
                 s[a + "k_norm.weight"] = ((Hk * hd,), "norm")
+            if c.get("attention_sinks"):
+                s[a + "sinks"] = ((H,), "sink")
 
         def mlp(prefix, ff, names=("gate_proj", "up_proj", "down_proj")):
             s[prefix + names[0] + ".weight"] = ((ff, h), "linear")
             s[prefix + names[1] + ".weight"] = ((ff, h), "linear")
             s[prefix + names[2] + ".weight"] = ((h, ff), "linear")
 
-        if f == "llama":
+        if f in ("llama", "mistral"):
             mlp(p + "mlp.", c["intermediate_size"])
         elif f == "mixtral":
             E = c["num_local_experts"]
@@ -218,6 +233,8 @@ def draw(rng, shape, kind):
         return 1.0 + 0.1 * rng.standard_normal(shape)
     if kind in ("bias", "ebias"):
         return 0.1 * rng.standard_normal(shape)
+    if kind == "sink":  # gpt-oss-like sink logits, of the order of the scores
+        return rng.standard_normal(shape)
     std = (2.0 if kind in ("lm_head", "router") else 1.0) / np.sqrt(shape[-1])
     return std * rng.standard_normal(shape)
 
@@ -373,6 +390,12 @@ def main(argv=None):
     ap.add_argument("--residual-multiplier", type=float, default=0.5)
     ap.add_argument("--attention-multiplier", type=float, default=0.0, help="default 1/head_dim")
     ap.add_argument("--logits-scaling", type=float, default=2.0)
+    ap.add_argument("--sliding-window", type=int, default=0,
+                    help="mistral / mixtral: sliding_window; qwen*_moe: with use_sliding_window")
+    ap.add_argument("--max-window-layers", type=int, default=None, help="qwen*_moe: first windowed layer (default 0)")
+    ap.add_argument("--layer-types", help="per-layer pattern, repeated: e.g. sliding,full or full,chunked")
+    ap.add_argument("--chunk", type=int, default=0, help="attention_chunk_size for chunked layers")
+    ap.add_argument("--sinks", action="store_true", help="a learned sink logit per head (self_attn.sinks)")
     ap.add_argument("--tokens", help="token list for the margin check (default: BOS + random)")
     ap.add_argument("--n-tokens", type=int, default=40)
     ap.add_argument("--margin", type=float, default=1e-3)

@@ -280,33 +280,59 @@ def rope_interleaved(x, cos, sin):
 
 # ----------------------------------------------------------------------------- attention
 
-def attend(q, k, v, scale, window=None):
-    """q [n][H][dq], k [n][Hkv][dq], v [n][Hkv][dv] -> [n][H*dv]; causal, eager."""
+def attend(q, k, v, scale, window=None, sinks=None, chunk=None):
+    """q [n][H][dq], k [n][Hkv][dq], v [n][Hkv][dv] -> [n][H*dv]; causal, eager.
+    window: keys k > q - window only (masking_utils.sliding_window_overlay); chunk: keys of
+    the query's chunk only (chunked_overlay); sinks [H]: a logit per head appended to every
+    row of scores before the softmax and dropped after it (gpt-oss eager_attention_forward:
+    cat([scores, sink]) - max, softmax, [..., :-1])."""
     n, H, _ = q.shape
     Hk = k.shape[1]
     g = H // Hk
     mask = np.triu(np.ones((n, n), dtype=bool), 1)
+    idx = np.arange(n)
     if window:
-        idx = np.arange(n)
         mask |= (idx[None, :] <= idx[:, None] - window)
+    if chunk:
+        mask |= (idx[None, :] // chunk != idx[:, None] // chunk)
     out = np.empty((n, H, v.shape[2]), dtype=F32)
     for h in range(H):
         kh = h // g
         s = (matmul(q[:, h, :], k[:, kh, :].T) * F32(scale)).astype(F32)
         s[mask] = -np.inf
-        p = softmax(s, axis=-1)
+        if sinks is not None:
+            s = np.concatenate([s, np.full((n, 1), sinks[h], dtype=F32)], axis=1)
+            p = softmax(s, axis=-1)[:, :-1]
+        else:
+            p = softmax(s, axis=-1)
         out[:, h, :] = matmul(p, v[:, kh, :])
     return out.reshape(n, H * v.shape[2])
 
 
-def _sliding_window(m, layer):
+def _attn_pattern(m, layer):
+    """(window, chunk) of a layer as transformers derives it. Llama has no sliding window.
+    Qwen: sliding_window counts only with use_sliding_window, and by default applies to the
+    layers >= max_window_layers (their config classes derive layer_types so); Mistral /
+    Mixtral: to every layer. config.layer_types, when given, says per layer
+    (sliding_attention with no sliding_window is full attention, as in HF)."""
     cfg = m.cfg
-    if m.family in ("mixtral", "mistral"):
-        return cfg.get("sliding_window")
-    if m.family in ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe"):
-        if cfg.get("use_sliding_window") and layer >= cfg.get("max_window_layers", 0):
-            return cfg.get("sliding_window")
-    return None
+    if m.family == "llama":
+        return None, None
+    qwen = m.family in ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe")
+    sw = cfg.get("sliding_window")
+    if qwen and not cfg.get("use_sliding_window"):
+        sw = None
+    lt = cfg.get("layer_types")
+    if lt:
+        kind = lt[layer]
+        if kind == "sliding_attention":
+            return sw, None
+        if kind == "chunked_attention":
+            return None, cfg.get("attention_chunk_size")
+        return None, None
+    if qwen:
+        return (sw, None) if layer >= cfg.get("max_window_layers", 28) else (None, None)
+    return sw, None
 
 
 def attn_standard(m, x, L, rope):
@@ -339,7 +365,9 @@ def attn_standard(m, x, L, rope):
     q = rope_half(q, cos, sin)
     k = rope_half(k, cos, sin)
     scale = cfg["attention_multiplier"] if m.family == "granitemoe" else hd ** -0.5
-    o = attend(q, k, v, scale, _sliding_window(m, L))
+    window, chunk = _attn_pattern(m, L)
+    sinks = m.w(p + "sinks") if m.has(p + "sinks") else None
+    o = attend(q, k, v, scale, window, sinks, chunk)
     return linear(m, o, p + "o_proj.weight", bias_name=p + "o_proj.bias")
 
 

@@ -35,11 +35,14 @@ static int setup(void **state) {
     return 0;
 }
 
+static char win_path[256];
+
 static int teardown(void **state) {
     (void)state;
     unlink(moe_path);
     unlink(dense_path);
     unlink(q8_path);
+    unlink(win_path);
     return 0;
 }
 
@@ -352,11 +355,82 @@ static void test_errors(void **state) {
     unlink(cfg);
 }
 
+/* Windowed layers whose caches keep only the window (rings that wrap), a chunked layer and
+   sinks: batching, interleaved sequences and truncation give exactly what a fresh
+   evaluation gives, and a cut further back than a ring holds starts the sequence over. */
+static void test_windows(void **state) {
+    (void)state;
+    clb_hparams hp;
+    tu_tiny_hparams(&hp, 4);
+    clb_attn_layer al[2] = {{.window = 5, .sinks = true}, {.chunk = 7}};
+    hp.attn_layers = al;
+    tu_tmp_path(win_path, sizeof win_path, ".colibri");
+    assert_int_equal(tu_write_model(win_path, &hp, CLB_DT_F32, 45), 0);
+    enum { N = 44 };
+    int32_t toks[N];
+    for (int i = 0; i < N; i++) toks[i] = (PROMPT[i % NT] + i % 3) % 96;
+    colibri_params p = colibri_params_default();
+    p.n_threads = 2;
+    p.max_seq_len = 64; /* rings of 32 positions (window 5 / chunk 7 + batch 3 - 1, rounded up) */
+    p.n_batch = 3;
+    p.n_seq = 2;
+    colibri_engine_t *a = colibri_init_params(win_path, &p), *b = open_engine(win_path, 1, 64);
+    assert_non_null(a);
+    const int V = colibri_n_vocab(a);
+    float *la = malloc(sizeof(float) * N * V), *lb = malloc(sizeof(float) * N * V), *lc = malloc(sizeof(float) * V);
+    colibri_free(b);
+    p.n_batch = 64;
+    p.n_seq = 1;
+    b = colibri_init_params(win_path, &p); /* no ring: max_seq 64 < window + batch */
+    assert_int_equal(colibri_eval(a, toks, N, la, (size_t)N * V), 0);
+    assert_int_equal(colibri_eval(b, toks, N, lb, (size_t)N * V), 0);
+    assert_memory_equal(la, lb, sizeof(float) * N * V);
+    /* sequence 1 interleaved with sequence 0's continuation */
+    colibri_batch_tok bt[2 * N];
+    for (int i = 0; i < N; i++) bt[i] = (colibri_batch_tok){.seq = 1, .token = toks[i], .logits = i == N - 1};
+    assert_int_equal(colibri_decode(a, bt, N, lc, (size_t)V), 0);
+    assert_memory_equal(lc, la + (size_t)(N - 1) * V, sizeof(float) * V);
+    /* cut to 38: the rings (positions 12..43) still hold what position 38 sees */
+    assert_int_equal(colibri_seq_truncate(a, 1, 38), 0);
+    assert_int_equal(colibri_seq_n_past(a, 1), 38);
+    bt[0] = (colibri_batch_tok){.seq = 1, .token = toks[38], .logits = 1};
+    assert_int_equal(colibri_decode(a, bt, 1, lc, (size_t)V), 0);
+    assert_memory_equal(lc, la + (size_t)38 * V, sizeof(float) * V);
+    /* cut to 10: the window of position 10 was overwritten, so the sequence starts over */
+    assert_int_equal(colibri_seq_truncate(a, 1, 10), 0);
+    assert_int_equal(colibri_seq_n_past(a, 1), 0);
+    assert_int_equal(colibri_seq_n_past(a, 0), N);
+    for (int i = 0; i < 11; i++) bt[i] = (colibri_batch_tok){.seq = 1, .token = toks[i], .logits = i == 10};
+    assert_int_equal(colibri_decode(a, bt, 11, lc, (size_t)V), 0);
+    assert_memory_equal(lc, la + (size_t)10 * V, sizeof(float) * V);
+    /* the windows change the result (the test would pass trivially otherwise) */
+    clb_attn_layer sinks_only[2] = {{.sinks = true}, {0}};
+    hp.attn_layers = sinks_only;
+    char plain_path[256];
+    tu_tmp_path(plain_path, sizeof plain_path, ".colibri");
+    assert_int_equal(tu_write_model(plain_path, &hp, CLB_DT_F32, 45), 0);
+    colibri_engine_t *plain = colibri_init_params(plain_path, &p);
+    assert_non_null(plain);
+    float *lp = malloc(sizeof(float) * N * V);
+    assert_int_equal(colibri_eval(plain, toks, N, lp, (size_t)N * V), 0);
+    assert_memory_equal(lp, la, sizeof(float) * 5 * V); /* window 5 and chunk 7: same up to position 4 */
+    assert_memory_not_equal(lp + (size_t)(N - 1) * V, la + (size_t)(N - 1) * V, sizeof(float) * V);
+    unlink(plain_path);
+    free(lp);
+    colibri_free(plain);
+    free(la);
+    free(lb);
+    free(lc);
+    colibri_free(a);
+    colibri_free(b);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_batch_equals_stepwise), cmocka_unit_test(test_threads_invariant),
         cmocka_unit_test(test_no_alloc_per_token), cmocka_unit_test(test_reset_and_topk),
         cmocka_unit_test(test_sequences), cmocka_unit_test(test_expert_state), cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_windows),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -77,6 +77,7 @@ int tu_write_model(const char *path, const clb_hparams *hp, int dtype, uint64_t 
         ADD(kd, E, l, -1, false, false, "blk.%d.attn_k.weight", l);
         ADD(kd, E, l, -1, false, false, "blk.%d.attn_v.weight", l);
         ADD(E, qd, l, -1, false, false, "blk.%d.attn_output.weight", l);
+        if (clb_hparams_attn_layer(hp, l).sinks) ADD(1, hp->n_head, l, -1, true, false, "blk.%d.attn_sinks.weight", l);
         ADD(1, E, l, -1, true, false, "blk.%d.ffn_norm.weight", l);
         if (hp->n_expert == 0) {
             ADD(hp->n_ff, E, l, -1, false, false, "blk.%d.ffn_gate.weight", l);

@@ -1,0 +1,55 @@
+/* attention.h — the attention block of a layer (projections, q/k norms, rotary embedding,
+ * KV cache, attention itself, output projection) for a batch of tokens of any sequences.
+ *
+ * What a layer computes is data: hp->attn_kind (GQA or MLA) and the layer's clb_attn_layer
+ * (sliding window, chunk, NoPE, sinks). Every token carries its sequence and position; the
+ * cache (kv_cache.h) keeps each sequence's rows apart, so a sequence's results do not
+ * depend on what shares its batch. The results do not depend on the thread count either:
+ * every value is computed by one thread in a fixed order. */
+#ifndef CLB_ATTENTION_H
+#define CLB_ATTENTION_H
+
+#include <stdint.h>
+
+#include "core/arena.h"
+#include "core/threadpool.h"
+#include "kernels/kernels.h"
+#include "model/model.h"
+#include "nn/kv_cache.h"
+#include "nn/ops.h"
+
+typedef struct clb_attn {
+    const clb_hparams *hp;
+    const clb_kernels *k;
+    const clb_mm_ctx *mm;
+    const clb_rope *rope;
+    clb_pool *pool;
+    clb_kv_cache kv;
+    int n_batch, n_threads, max_seq;
+    /* activations (clb_attn_carve); B = n_batch */
+    float *q;       /* [B][n_head * head_dim] */
+    float *kv_k;    /* [B][n_head_kv * head_dim] new keys */
+    float *kv_v;    /* [B][n_head_kv * head_dim_v] new values */
+    float *att;     /* [B][n_head * head_dim_v] attention output, before the output projection */
+    float *mla_qa;  /* [B][q_lora_rank] (MLA) */
+    float *mla_ckv; /* [B][kv_lora_rank + n_rot] (MLA) latent + shared rope key */
+    float *mla_kvb; /* [B][n_head * (nope + head_dim_v)] (MLA) decompressed K/V */
+    float *scores;  /* [n_threads][n_head / n_kv][max_seq] scores of one (token, K/V head) */
+} clb_attn;
+
+/* Lays out the KV cache (kv_cache.h) and records the context; buffers come later
+   (clb_attn_carve). mm, rope and pool stay the caller's. */
+int clb_attn_init(clb_attn *a, const clb_hparams *hp, const clb_kernels *k, const clb_mm_ctx *mm,
+                  const clb_rope *rope, clb_pool *pool, int n_threads, int n_batch, const clb_kv_params *kp);
+void clb_attn_free(clb_attn *a);
+/* Takes the activation buffers from the arena (called twice: sizing, then handing out). */
+void clb_attn_carve(clb_attn *a, clb_arena *ar);
+
+/* The attention block of layer l for n tokens: xn [n][n_embd] is the normed input, token t
+   is position pos[t] of sequence seq[t] (the tokens of one sequence at consecutive positions,
+   in order); writes their K/V rows into the cache and y [n][n_embd] = the output projection
+   of the attention (before the residual). */
+void clb_attn_forward(clb_attn *a, const clb_layer *L, int l, const float *xn, int n, const int32_t *seq,
+                      const int32_t *pos, float *y);
+
+#endif
