@@ -149,6 +149,52 @@ static inline int32_t sum_i8x32(const int8_t *y) {
     return (int32_t)vaddlvq_s8(vld1q_s8(y)) + (int32_t)vaddlvq_s8(vld1q_s8(y + 16));
 }
 
+/* ---- flash attention (fa_body_impl.h) ------------------------------------------------ */
+
+static inline float32x4_t fa_ld_i8(const int8_t *p) { /* 4 int8 (never reads past them) */
+    int32_t w;
+    memcpy(&w, p, 4);
+    const int16x8_t h = vmovl_s8(vreinterpret_s8_s32(vdup_n_s32(w)));
+    return vcvtq_f32_s32(vmovl_s16(vget_low_s16(h)));
+}
+static inline float32x4_t fa_ld_q4n(const uint8_t *qs, int g) { /* g < 4: low nibbles of bytes 4g.., else high */
+    uint32_t w;
+    memcpy(&w, qs + (g & 3) * 4, 4);
+    const uint16x8_t h = vmovl_u8(vreinterpret_u8_u32(vdup_n_u32(w)));
+    const int32x4_t b = vreinterpretq_s32_u32(vmovl_u16(vget_low_u16(h)));
+    const int32x4_t q = g & 4 ? vshrq_n_s32(b, 4) : vandq_s32(b, vdupq_n_s32(0xF));
+    return vcvtq_f32_s32(vsubq_s32(q, vdupq_n_s32(8)));
+}
+static inline float32x4_t fa_pow2(float32x4_t y, float32x4_t n) {
+    const int32x4_t e = vshlq_n_s32(vaddq_s32(vcvtq_s32_f32(n), vdupq_n_s32(127)), 23);
+    return vmulq_f32(y, vreinterpretq_f32_s32(e));
+}
+#define FA_FN(x) x##_neon
+#define FA_VL 4
+#define FA_V float32x4_t
+#define FA_ZERO() vdupq_n_f32(0.0f)
+#define FA_SET1(x) vdupq_n_f32(x)
+#define FA_LOAD(p) vld1q_f32(p)
+#define FA_STORE(p, v) vst1q_f32(p, v)
+#define FA_ADD vaddq_f32
+#define FA_SUB vsubq_f32
+#define FA_MUL vmulq_f32
+#define FA_FMA(a, b, c) vfmaq_f32(c, a, b)
+#define FA_HSUM(v) vaddvq_f32(v)
+#define FA_LD_F16(p) ld_f16x4(p)
+#define FA_LD_BF16(p) ld_bf16x4(p)
+#define FA_LD_I8(p) fa_ld_i8(p)
+#define FA_LD_Q4(qs, g) fa_ld_q4n(qs, g)
+#define FA_FLOOR(v) vrndmq_f32(v)
+#define FA_POW2(y, n) fa_pow2(y, n)
+#define FA_KEEP_ABOVE(x, t, y) vreinterpretq_f32_u32(vandq_u32(vcgtq_f32(x, vdupq_n_f32(t)), vreinterpretq_u32_f32(y)))
+#define FA_TQ 4
+#define FA_TK 4
+#define FA_VR 4
+#define FA_VC 4
+#define FA_VRB 2
+#include "kernels/fa_body_impl.h"
+
 /* ---- integer dot products, plain NEON ------------------------------------------------ */
 
 #define NEON_DOT16(acc, a, b) mull_dot16(acc, a, b)
@@ -167,6 +213,12 @@ static inline int32_t sum_i8x32(const int8_t *y) {
 #undef NEON_DOT16
 #undef NEON_FN
 
+/* flash-attention scores of quantized keys through the integer dot products above */
+CLB_FA_SCORES_DOT(fa_scores_q8_0_plain, vec_dot_q8_0_plain)
+CLB_FA_SCORES_DOT(fa_scores_q4_0_plain, vec_dot_q4_0_plain)
+CLB_FA_SCORES_DOT(fa_scores_q8_0_dot, vec_dot_q8_0_dot)
+CLB_FA_SCORES_DOT(fa_scores_q4_0_dot, vec_dot_q4_0_dot)
+
 /* ---- table --------------------------------------------------------------------------- */
 
 void clb_kernels_fill_neon(clb_kernels *k, bool dotprod) {
@@ -178,6 +230,9 @@ void clb_kernels_fill_neon(clb_kernels *k, bool dotprod) {
     if (dotprod) fill_dot(k);
     else fill_plain(k);
     k->quantize[CLB_DT_Q8_0] = quantize_q8_0;
+    fa_fill_neon(k);
+    k->fa_scores[CLB_DT_Q8_0] = dotprod ? fa_scores_q8_0_dot : fa_scores_q8_0_plain;
+    k->fa_scores[CLB_DT_Q4_0] = dotprod ? fa_scores_q4_0_dot : fa_scores_q4_0_plain;
 }
 
 #else

@@ -11,6 +11,7 @@
  * (x = d*q + m) the min term needs sum(qx) per block, which is computed here from the Q8_0
  * quants (ggml instead stores it, fp16-rounded, in Q8_1).
  */
+#include <math.h>
 #include <string.h>
 
 #include "kernels/kernels_impl.h"
@@ -308,6 +309,54 @@ static void vec_dot_iq4_xs(int64_t n, float *out, const void *w, const void *x) 
     *out = s;
 }
 
+/* ---- flash attention (kernels.h): plain loops ----------------------------------------- */
+
+CLB_FA_SCORES_DOT(fa_scores_f32, vec_dot_f32)
+CLB_FA_SCORES_DOT(fa_scores_f16, vec_dot_f16)
+CLB_FA_SCORES_DOT(fa_scores_bf16, vec_dot_bf16)
+CLB_FA_SCORES_DOT(fa_scores_q8_0, vec_dot_q8_0)
+CLB_FA_SCORES_DOT(fa_scores_q4_0, vec_dot_q4_0)
+
+static inline float ld_f32(const void *v, int64_t c) { return ((const float *)v)[c]; }
+static inline float ld_f16(const void *v, int64_t c) { return clb_fp16_to_fp32(((const uint16_t *)v)[c]); }
+static inline float ld_bf16(const void *v, int64_t c) { return clb_bf16_to_fp32(((const uint16_t *)v)[c]); }
+static inline float ld_q8_0(const void *v, int64_t c) {
+    const clb_block_q8_0 *b = (const clb_block_q8_0 *)v + c / CLB_QK;
+    return clb_fp16_to_fp32(b->d) * (float)b->qs[c % CLB_QK];
+}
+static inline float ld_q4_0(const void *v, int64_t c) {
+    const clb_block_q4_0 *b = (const clb_block_q4_0 *)v + c / CLB_QK;
+    const int k = (int)(c % CLB_QK), q = k < 16 ? b->qs[k] & 0xF : b->qs[k - 16] >> 4;
+    return clb_fp16_to_fp32(b->d) * (float)(q - 8);
+}
+#define FA_VACC_GENERIC(NAME, LD)                                                                         \
+    static void NAME(int64_t d, int nq, int nk, const float *p, int64_t ps, const void *v, uint64_t vs,   \
+                     float *acc, int64_t as) {                                                            \
+        for (int j = 0; j < nk; j++) {                                                                    \
+            const uint8_t *vj = (const uint8_t *)v + (uint64_t)j * vs;                                    \
+            for (int i = 0; i < nq; i++) {                                                                \
+                const float pij = p[(int64_t)i * ps + j];                                                 \
+                if (pij == 0.0f) continue; /* adds nothing */                                             \
+                float *a = acc + (int64_t)i * as;                                                         \
+                for (int64_t c = 0; c < d; c++) a[c] += pij * LD(vj, c);                                  \
+            }                                                                                             \
+        }                                                                                                 \
+    }
+FA_VACC_GENERIC(fa_vacc_f32, ld_f32)
+FA_VACC_GENERIC(fa_vacc_f16, ld_f16)
+FA_VACC_GENERIC(fa_vacc_bf16, ld_bf16)
+FA_VACC_GENERIC(fa_vacc_q8_0, ld_q8_0)
+FA_VACC_GENERIC(fa_vacc_q4_0, ld_q4_0)
+
+static float fa_exp_sum(int64_t n, float *x, float m) {
+    float s = 0.0f;
+    for (int64_t i = 0; i < n; i++) {
+        x[i] = x[i] - m < -87.3f ? 0.0f : expf(x[i] - m);
+        s += x[i];
+    }
+    return s;
+}
+
 /* ---- table --------------------------------------------------------------------------- */
 
 void clb_kernels_fill_generic(clb_kernels *k) {
@@ -354,4 +403,16 @@ void clb_kernels_fill_generic(clb_kernels *k) {
     k->dequantize[CLB_DT_IQ4_NL] = clb_dequant_iq4_nl;
     k->dequantize[CLB_DT_IQ4_XS] = clb_dequant_iq4_xs;
     k->dequantize[CLB_DT_MXFP4] = clb_dequant_mxfp4;
+
+    k->fa_scores[CLB_DT_F32] = fa_scores_f32;
+    k->fa_scores[CLB_DT_F16] = fa_scores_f16;
+    k->fa_scores[CLB_DT_BF16] = fa_scores_bf16;
+    k->fa_scores[CLB_DT_Q8_0] = fa_scores_q8_0;
+    k->fa_scores[CLB_DT_Q4_0] = fa_scores_q4_0;
+    k->fa_vacc[CLB_DT_F32] = fa_vacc_f32;
+    k->fa_vacc[CLB_DT_F16] = fa_vacc_f16;
+    k->fa_vacc[CLB_DT_BF16] = fa_vacc_bf16;
+    k->fa_vacc[CLB_DT_Q8_0] = fa_vacc_q8_0;
+    k->fa_vacc[CLB_DT_Q4_0] = fa_vacc_q4_0;
+    k->fa_exp_sum = fa_exp_sum;
 }

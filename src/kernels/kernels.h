@@ -78,6 +78,28 @@ typedef void (*clb_quantize_fn)(const float *src, void *dst, int64_t n);
 typedef void (*clb_dequantize_fn)(const void *src, float *dst, int64_t n);
 typedef void (*clb_axpy_fn)(int64_t n, float a, const float *x, float *y);
 
+/* ---- flash attention (src/nn/attention.c) -------------------------------------------
+ * A tile of nq query rows against nk <= CLB_FA_TK key rows of one K/V head.
+ * fa_scores[t](d, nq, nk, q, qs, k, ks, s, ss): s[i * ss + j] = q_i . k_j for i < nq, j < nk;
+ *   key rows of cache type t (ks bytes apart), query rows in clb_fa_query_type(t) (qs bytes
+ *   apart). NULL when t is not a cache type.
+ * fa_vacc[t](d, nq, nk, p, ps, v, vs, acc, as): acc[i * as + c] += sum over j < nk of
+ *   p[i * ps + j] * v_j[c], for c < d, value rows of type t (vs bytes apart).
+ * fa_exp_sum(n, x, m): x[i] = exp(x[i] - m) (exactly 0 for x[i] = -inf), returns their sum;
+ *   n is a multiple of 8.
+ * Every s[i][j] and every acc[i][c] goes through the same operations whatever nq, nk and the
+ * other rows are (keys in order, one multiply-add chain per element), so how queries are
+ * grouped into tiles — batch size, sequences sharing a step — never changes a result. */
+#define CLB_FA_TK 32
+typedef void (*clb_fa_scores_fn)(int64_t d, int nq, int nk, const void *q, uint64_t qs, const void *k, uint64_t ks,
+                                 float *s, int64_t ss);
+typedef void (*clb_fa_vacc_fn)(int64_t d, int nq, int nk, const float *p, int64_t ps, const void *v, uint64_t vs,
+                               float *acc, int64_t as);
+typedef float (*clb_fa_exp_sum_fn)(int64_t n, float *x, float m);
+/* The format queries take against keys of cache type t: Q8_0 for Q8_0 / Q4_0 keys (integer
+   dot products), else F32. */
+static inline int clb_fa_query_type(int t) { return t == CLB_DT_Q8_0 || t == CLB_DT_Q4_0 ? CLB_DT_Q8_0 : CLB_DT_F32; }
+
 typedef struct clb_kernels {
     const char *isa; /* "generic", "avx2", "neon", "neon+dotprod" */
     /* vec_dot[t](n, &out, w_row, x_row): out = sum_i w[i] * x[i], w of dtype t, x in
@@ -89,6 +111,10 @@ typedef struct clb_kernels {
     clb_dequantize_fn dequantize[CLB_DT_COUNT];
     /* axpy_f32(n, a, x, y): y[i] += a * x[i] (attention's weighted sum of values) */
     clb_axpy_fn axpy_f32;
+    /* flash attention inner loops (above) */
+    clb_fa_scores_fn fa_scores[CLB_DT_COUNT];
+    clb_fa_vacc_fn fa_vacc[CLB_DT_COUNT];
+    clb_fa_exp_sum_fn fa_exp_sum;
 } clb_kernels;
 
 /* ---- packed weights ----------------------------------------------------------------- *

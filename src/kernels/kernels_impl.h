@@ -216,6 +216,26 @@ clb_pgemm_fn clb_kernels_rgemm(const clb_kernels *k, int dtype);
 void clb_kernels_rows(const clb_kernels *k, int dtype, int64_t cols, int64_t r0, int64_t r1, const void *w,
                       uint64_t row_bytes, int64_t packed_rows, bool interleaved, const void *xq, uint64_t xq_stride,
                       int n_tok, float *y, int64_t y_stride);
+/* Flash-attention scores (kernels.h fa_scores) of quantized keys through a blocked kernel
+   (key rows as the weights, queries as the activations) or a table's vec_dot: the same dot
+   product for every (query, key) whatever the tile. */
+#define CLB_FA_SCORES_MDOT(NAME, MDOT)                                                                      \
+    static void NAME(int64_t d, int nq, int nk, const void *q, uint64_t qs, const void *k, uint64_t ks,     \
+                     float *s, int64_t ss) {                                                                \
+        for (int i = 0; i < nq; i += CLB_MDOT_MAX)                                                          \
+            for (int j = 0; j < nk; j += CLB_MDOT_MAX)                                                      \
+                MDOT(d, nk - j < CLB_MDOT_MAX ? nk - j : CLB_MDOT_MAX, nq - i < CLB_MDOT_MAX ? nq - i : CLB_MDOT_MAX, \
+                     (const uint8_t *)k + (uint64_t)j * ks, ks, (const uint8_t *)q + (uint64_t)i * qs, qs,   \
+                     s + (int64_t)i * ss + j, ss);                                                          \
+    }
+#define CLB_FA_SCORES_DOT(NAME, DOT)                                                                        \
+    static void NAME(int64_t d, int nq, int nk, const void *q, uint64_t qs, const void *k, uint64_t ks,     \
+                     float *s, int64_t ss) {                                                                \
+        for (int i = 0; i < nq; i++)                                                                        \
+            for (int j = 0; j < nk; j++)                                                                    \
+                DOT(d, s + (int64_t)i * ss + j, (const uint8_t *)k + (uint64_t)j * ks, (const uint8_t *)q + (uint64_t)i * qs); \
+    }
+
 #if defined(__x86_64__)
 /* Fills mdot[] (indexed by dtype) and the matching vec_dot entries of the AVX2 table; with
    vnni, the AVX-VNNI variants (the CPU must have AVX-VNNI). */

@@ -644,6 +644,46 @@ CLB_DEFINE_MDOT(mdot_q8_0, TILE_Q8_0, CLB_QK, 2)
 CLB_DEFINE_MDOT(mdot_q8_0_vnni, TILE_Q8_0_VNNI, CLB_QK, 2)
 CLB_DEFINE_MDOT(mdot_q4_k, TILE_Q4_K, CLB_QK_K, 2)
 
+/* ---- flash attention (fa_body_impl.h) ------------------------------------------------ */
+
+static inline __m256 fa_ld_q4(const uint8_t *qs, int g) { /* g: 0/1 low nibbles of bytes 0-7 / 8-15, 2/3 high */
+    const __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(qs + (g & 1) * 8)));
+    const __m256i q = g & 2 ? _mm256_srli_epi32(b, 4) : _mm256_and_si256(b, _mm256_set1_epi32(0xF));
+    return _mm256_cvtepi32_ps(_mm256_sub_epi32(q, _mm256_set1_epi32(8)));
+}
+#define FA_FN(x) x##_avx2
+#define FA_VL 8
+#define FA_V __m256
+#define FA_ZERO() _mm256_setzero_ps()
+#define FA_SET1(x) _mm256_set1_ps(x)
+#define FA_LOAD(p) _mm256_loadu_ps(p)
+#define FA_STORE(p, v) _mm256_storeu_ps(p, v)
+#define FA_ADD _mm256_add_ps
+#define FA_SUB _mm256_sub_ps
+#define FA_MUL _mm256_mul_ps
+#define FA_FMA(a, b, c) _mm256_fmadd_ps(a, b, c)
+#define FA_HSUM(v) hsum_ps(v)
+#define FA_LD_F16(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p)))
+#define FA_LD_BF16(p) \
+    _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(p))), 16))
+#define FA_LD_I8(p) _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p))))
+#define FA_LD_Q4(qs, g) fa_ld_q4(qs, g)
+#define FA_FLOOR(v) _mm256_floor_ps(v)
+#define FA_POW2(y, n) \
+    _mm256_mul_ps(y, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23)))
+#define FA_KEEP_ABOVE(x, t, y) _mm256_and_ps(_mm256_cmp_ps(x, _mm256_set1_ps(t), _CMP_GT_OQ), y)
+#define FA_TQ 4
+#define FA_TK 2
+#define FA_VR 4
+#define FA_VC 2
+#define FA_VRB 2
+#include "kernels/fa_body_impl.h"
+
+CLB_FA_SCORES_MDOT(fa_scores_q4_0_avx2, mdot_q4_0)
+CLB_FA_SCORES_MDOT(fa_scores_q4_0_vnni, mdot_q4_0_vnni)
+CLB_FA_SCORES_MDOT(fa_scores_q8_0_avx2, mdot_q8_0)
+CLB_FA_SCORES_MDOT(fa_scores_q8_0_vnni, mdot_q8_0_vnni)
+
 void clb_kernels_fill_avx2_mdot(clb_kernels *k, clb_mdot_fn *mdot, bool vnni) {
     mdot[CLB_DT_Q4_0] = vnni ? mdot_q4_0_vnni : mdot_q4_0;
     mdot[CLB_DT_Q8_0] = vnni ? mdot_q8_0_vnni : mdot_q8_0;
@@ -651,6 +691,8 @@ void clb_kernels_fill_avx2_mdot(clb_kernels *k, clb_mdot_fn *mdot, bool vnni) {
     k->vec_dot[CLB_DT_Q4_0] = vnni ? mdot_q4_0_vnni_1 : mdot_q4_0_1;
     k->vec_dot[CLB_DT_Q8_0] = vnni ? mdot_q8_0_vnni_1 : mdot_q8_0_1;
     k->vec_dot[CLB_DT_Q4_K] = mdot_q4_k_1;
+    k->fa_scores[CLB_DT_Q4_0] = vnni ? fa_scores_q4_0_vnni : fa_scores_q4_0_avx2;
+    k->fa_scores[CLB_DT_Q8_0] = vnni ? fa_scores_q8_0_vnni : fa_scores_q8_0_avx2;
     if (vnni) k->isa = "avx2+vnni";
 }
 
@@ -674,6 +716,7 @@ void clb_kernels_fill_avx2(clb_kernels *k) {
     k->vec_dot[CLB_DT_IQ4_XS] = vec_dot_iq4_xs;
     k->quantize[CLB_DT_Q8_0] = quantize_q8_0;
     k->quantize[CLB_DT_Q8_K] = quantize_q8_k;
+    fa_fill_avx2(k);
     /* Q4_0, Q8_0, Q4_K: the blocked kernels (clb_kernels_fill_avx2_mdot) */
 }
 

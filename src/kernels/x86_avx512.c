@@ -423,6 +423,43 @@ DEFINE_PGEMM(rgemm512_q8_0, CLB_QK, RT_Q8_0)
 DEFINE_PGEMM(pgemm512_q4_k, CLB_QK_K, PT_Q4_K)
 DEFINE_PGEMM(rgemm512_q4_k, CLB_QK_K, RT_Q4_K)
 
+/* ---- flash attention (fa_body_impl.h) ------------------------------------------------ */
+
+static inline __m512 fa_ld_q4_512(const uint8_t *qs, int g) { /* g: 0 low nibbles, 1 high */
+    const __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)qs));
+    const __m512i q = g ? _mm512_srli_epi32(b, 4) : _mm512_and_si512(b, _mm512_set1_epi32(0xF));
+    return _mm512_cvtepi32_ps(_mm512_sub_epi32(q, _mm512_set1_epi32(8)));
+}
+#define FA_FN(x) x##_avx512
+#define FA_VL 16
+#define FA_V __m512
+#define FA_ZERO() _mm512_setzero_ps()
+#define FA_SET1(x) _mm512_set1_ps(x)
+#define FA_LOAD(p) _mm512_loadu_ps(p)
+#define FA_STORE(p, v) _mm512_storeu_ps(p, v)
+#define FA_ADD _mm512_add_ps
+#define FA_SUB _mm512_sub_ps
+#define FA_MUL _mm512_mul_ps
+#define FA_FMA(a, b, c) _mm512_fmadd_ps(a, b, c)
+#define FA_HSUM(v) hsum512(v)
+#define FA_LD_F16(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p)))
+#define FA_LD_BF16(p) \
+    _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(p))), 16))
+#define FA_LD_I8(p) _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p))))
+#define FA_LD_Q4(qs, g) fa_ld_q4_512(qs, g)
+#define FA_FLOOR(v) _mm512_roundscale_ps(v, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC)
+#define FA_POW2(y, n) _mm512_scalef_ps(y, n)
+#define FA_KEEP_ABOVE(x, t, y) _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(t), _CMP_GT_OQ), y)
+#define FA_TQ 4
+#define FA_TK 4
+#define FA_VR 4
+#define FA_VC 4
+#define FA_VRB 4
+#include "kernels/fa_body_impl.h"
+
+CLB_FA_SCORES_MDOT(fa_scores_q4_0_512, mdot512_q4_0)
+CLB_FA_SCORES_MDOT(fa_scores_q8_0_512, mdot512_q8_0)
+
 void clb_kernels_fill_avx512_mdot(clb_kernels *k, clb_mdot_fn *mdot, clb_pgemm_fn *pgemm, clb_pgemm_fn *rgemm) {
     k->isa = "avx512";
     pgemm[CLB_DT_Q4_0] = pgemm512_q4_0;
@@ -435,6 +472,9 @@ void clb_kernels_fill_avx512_mdot(clb_kernels *k, clb_mdot_fn *mdot, clb_pgemm_f
     mdot[CLB_DT_Q8_0] = mdot512_q8_0;
     k->vec_dot[CLB_DT_Q4_0] = mdot512_q4_0_1;
     k->vec_dot[CLB_DT_Q8_0] = mdot512_q8_0_1;
+    fa_fill_avx512(k);
+    k->fa_scores[CLB_DT_Q4_0] = fa_scores_q4_0_512;
+    k->fa_scores[CLB_DT_Q8_0] = fa_scores_q8_0_512;
 }
 
 #else
