@@ -5,16 +5,20 @@
 
 #include "cli.h"
 #include "colibri.h"
+#include "attn_opts.h" /* KV cache and attention options */
 #include "mem_opts.h" /* expert memory hierarchy options */
 
 static void help(void) {
-    puts("usage: colibri bench -m MODEL [-p 128] [-n 64] [--threads N] [--reps R] [--json]\n"
+    puts("usage: colibri bench -m MODEL [-p 128] [-n 64] [-d 0] [--threads N] [--reps R] [--json]\n"
          "\n"
          "Evaluates a prompt of P pseudo-random token ids as one prefill, then decodes N tokens one\n"
-         "at a time (greedy), R times; reports medians.\n"
+         "at a time (greedy), R times; reports medians. With -d D, D tokens are in the KV cache\n"
+         "before each prefill (evaluated once, untimed; each repetition cuts the cache back to them),\n"
+         "so the prefill runs at depth D and the decode at depth D + P (llama-bench's -d).\n"
          "\n"
-         "  -p N          prompt tokens (default 128)\n"
-         "  -n N          decoded tokens (default 64)\n"
+         "  -p N          prompt tokens (default 128; 0: decode only)\n"
+         "  -n N          decoded tokens (default 64; 0: prefill only)\n"
+         "  -d N          tokens already in the cache (default 0)\n"
          "  -t, --threads N\n"
          "  --reps R      repetitions (default 3)\n"
          "  --moe-top-k K experts per token\n"
@@ -26,6 +30,7 @@ static void help(void) {
          "                sched_us_per_moe_layer (mean) and _p50 (median over decoded tokens): the\n"
          "                time from a MoE layer's router output to its expert kernels running on\n"
          "                every thread, both expert dispatches, waits for expert reads excluded\n"
+         ATTN_OPTS_HELP
          MEM_OPTS_HELP);
 }
 
@@ -49,7 +54,7 @@ static double pct(double *v, int n, double q) {
 
 int cmd_bench(int argc, char **argv) {
     const char *model = NULL;
-    long np = 128, nn = 64, reps = 3, v;
+    long np = 128, nn = 64, reps = 3, depth = 0, v;
     int json = 0, rand_dec = 0;
     colibri_params p = colibri_params_default();
     for (int i = 1; i < argc; i++) {
@@ -69,12 +74,16 @@ int cmd_bench(int argc, char **argv) {
         int mo = mem_opts_parse(&p, argc, argv, &i);
         if (mo < 0) return 2;
         if (mo > 0) continue;
+        if ((mo = attn_opts_parse(&p, argc, argv, &i)) < 0) return 2;
+        if (mo > 0) continue;
         if (!(val = cli_value(argc, argv, &i))) return 2;
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) model = val;
         else if (!strcmp(a, "-p")) {
-            if (!cli_int(val, 1, 1 << 20, &np)) return cli_fail("-p: '%s' is not a count", val), 2;
+            if (!cli_int(val, 0, 1 << 20, &np)) return cli_fail("-p: '%s' is not a count", val), 2;
         } else if (!strcmp(a, "-n")) {
-            if (!cli_int(val, 1, 1 << 20, &nn)) return cli_fail("-n: '%s' is not a count", val), 2;
+            if (!cli_int(val, 0, 1 << 20, &nn)) return cli_fail("-n: '%s' is not a count", val), 2;
+        } else if (!strcmp(a, "-d")) {
+            if (!cli_int(val, 0, 1 << 24, &depth)) return cli_fail("-d: '%s' is not a count", val), 2;
         } else if (!strcmp(a, "--reps")) {
             if (!cli_int(val, 1, 1000, &reps)) return cli_fail("--reps: '%s' is not in 1..1000", val), 2;
         } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
@@ -88,12 +97,13 @@ int cmd_bench(int argc, char **argv) {
         }
     }
     if (!model) return cli_fail("bench: no model given (-m MODEL)"), 2;
-    p.max_seq_len = (int)(np + nn);
-    p.n_batch = (int)(np < 512 ? np : 512);
+    if (np + nn == 0) return cli_fail("bench: nothing to measure (-p 0 and -n 0)"), 2;
+    p.max_seq_len = (int)(depth + np + nn + 1);
+    p.n_batch = (int)(depth > 0 || np >= 512 ? 512 : np > 0 ? np : 1);
     colibri_engine_t *e = colibri_init_params(model, &p);
     if (!e) return cli_fail("%s", colibri_last_error());
     const int V = colibri_n_vocab(e);
-    int32_t *prompt = malloc(sizeof(int32_t) * (size_t)np);
+    int32_t *prompt = malloc(sizeof(int32_t) * (size_t)(np + depth + 1));
     double *lat = malloc(sizeof(double) * (size_t)(nn * reps));
     double *pre = malloc(sizeof(double) * (size_t)reps), *dec = malloc(sizeof(double) * (size_t)reps);
     double *sch = malloc(sizeof(double) * (size_t)(nn * reps)); /* scheduler us per MoE layer, per token */
@@ -104,14 +114,20 @@ int cmd_bench(int argc, char **argv) {
         return cli_fail("out of memory");
     }
     uint64_t x = 0x9e3779b97f4a7c15ull;
-    for (long i = 0; i < np; i++) {
+    for (long i = 0; i < np + depth + 1; i++) {
         x ^= x << 13, x ^= x >> 7, x ^= x << 17;
         prompt[i] = (int32_t)(x % (uint64_t)V);
     }
     int rc = 0, nl = 0, ns = 0;
+    if (depth > 0) { /* the tokens already in the cache: once, untimed */
+        double td = cli_now();
+        if (colibri_eval(e, prompt + np + 1, (size_t)depth, NULL, 0)) rc = cli_fail("%s", colibri_last_error());
+        if (!json) fprintf(stderr, "colibri: depth %ld filled in %.1f s\n", depth, cli_now() - td);
+    }
     mem_acc macc = {0}; /* expert store figures of the decode phases */
     for (long r = 0; r < reps && !rc; r++) {
-        colibri_reset(e);
+        if (depth > 0) colibri_seq_truncate(e, 0, (int32_t)depth);
+        else colibri_reset(e);
         double t0 = cli_now();
         int32_t next;
         if (colibri_eval(e, prompt, (size_t)np, NULL, 0)) {
@@ -119,8 +135,8 @@ int cmd_bench(int argc, char **argv) {
             break;
         }
         double t1 = cli_now();
-        pre[r] = (double)np / (t1 - t0);
-        next = prompt[np - 1];
+        pre[r] = np > 0 ? (double)np / (t1 - t0) : 0;
+        next = np > 0 ? prompt[np - 1] : prompt[np];
         mem_acc_phase(e, &macc, -1);
         double s0, r0, s1, r1, dsum = 0;
         sched_read(e, sbuf, &s0, &r0);
@@ -141,34 +157,38 @@ int cmd_bench(int argc, char **argv) {
             if (r1 > r0) sch[ns++] = (s1 - s0) / (r1 - r0) * 1e6;
             s0 = s1, r0 = r1;
         }
-        dec[r] = (double)nn / dsum;
+        dec[r] = nn > 0 ? (double)nn / dsum : 0;
         mem_acc_phase(e, &macc, +1);
     }
     if (!rc) {
         colibri_stats_t st = colibri_get_stats(e);
         double pre_m = pct(pre, (int)reps, 0.5), dec_m = pct(dec, (int)reps, 0.5);
-        double p50 = pct(lat, nl, 0.5), p99 = pct(lat, nl, 0.99);
-        const double ntok = (double)nn * (double)reps, acq = macc.hits + macc.misses;
+        double p50 = nl ? pct(lat, nl, 0.5) : 0, p99 = nl ? pct(lat, nl, 0.99) : 0;
+        const double ntok = nn > 0 ? (double)nn * (double)reps : 1.0, acq = macc.hits + macc.misses;
         const double sched_us = macc.moe_runs > 0 ? (macc.sched - macc.stall) / macc.moe_runs * 1e6 : 0;
         const double sched_p50 = ns > 0 ? pct(sch, ns, 0.5) : 0;
         const double hit = acq > 0 ? macc.hits / acq : 0, recall = macc.la_true > 0 ? macc.la_hit / macc.la_true : 0;
         if (json) {
-            printf("{\"model\":\"%s\",\"n_prompt\":%ld,\"n_decode\":%ld,\"reps\":%ld,\"prefill_tok_s\":%.3f,"
+            printf("{\"model\":\"%s\",\"n_prompt\":%ld,\"n_decode\":%ld,\"depth\":%ld,\"reps\":%ld,"
+                   "\"kv_bytes\":%llu,\"kv_bytes_per_token\":%llu,\"prefill_tok_s\":%.3f,"
                    "\"decode_tok_s\":%.3f,\"decode_p50_ms\":%.4f,\"decode_p99_ms\":%.4f,\"peak_rss_bytes\":%llu,"
                    "\"expert_pool_slots\":%d,\"expert_pool_bytes\":%llu,\"mem_accounted_bytes\":%llu,"
                    "\"hit_rate\":%.4f,\"bytes_read_per_token\":%.0f,\"lookahead_recall\":%.4f,"
                    "\"stall_s_per_token\":%.5f,\"prefetch_issued\":%.0f,\"prefetch_used\":%.0f,"
                    "\"sched_us_per_moe_layer\":%.2f,\"sched_us_per_moe_layer_p50\":%.2f,"
                    "\"decode_ms_attention\":%.3f,\"decode_ms_ffn\":%.3f,\"decode_ms_head\":%.3f}\n",
-                   model, np, nn, reps, pre_m, dec_m, p50, p99, (unsigned long long)st.peak_rss_bytes,
+                   model, np, nn, depth, reps, (unsigned long long)st.kv_bytes, (unsigned long long)st.kv_bytes_per_token,
+                   pre_m, dec_m, p50, p99, (unsigned long long)st.peak_rss_bytes,
                    st.expert_pool_slots, (unsigned long long)st.expert_pool_bytes,
                    (unsigned long long)st.mem_accounted_bytes, hit, macc.bytes / ntok, recall, macc.stall / ntok,
                    macc.pf_issued, macc.pf_used, sched_us, sched_p50, macc.t_att / ntok * 1e3,
                    macc.t_moe / ntok * 1e3, macc.t_head / ntok * 1e3);
         } else {
-            printf("model:   %s\nprefill: %ld tokens, %.2f tok/s (median of %ld)\ndecode:  %ld tokens, %.2f tok/s "
-                   "(median), per token p50 %.3f ms, p99 %.3f ms\npeak RSS: %.1f MiB\n",
-                   model, np, pre_m, reps, nn, dec_m, p50, p99, st.peak_rss_bytes / 1048576.0);
+            printf("model:   %s\nprefill: %ld tokens at depth %ld, %.2f tok/s (median of %ld)\ndecode:  %ld tokens at depth "
+                   "%ld, %.2f tok/s (median), per token p50 %.3f ms, p99 %.3f ms\npeak RSS: %.1f MiB; KV cache %.1f MiB, "
+                   "%llu bytes per token\n",
+                   model, np, depth, pre_m, reps, nn, depth + np, dec_m, p50, p99, st.peak_rss_bytes / 1048576.0,
+                   st.kv_bytes / 1048576.0, (unsigned long long)st.kv_bytes_per_token);
             printf("decode time per token: attention %.2f ms, feed-forward %.2f ms, head %.2f ms\n",
                    macc.t_att / ntok * 1e3, macc.t_moe / ntok * 1e3, macc.t_head / ntok * 1e3);
             if (macc.moe_runs > 0)

@@ -13,6 +13,7 @@
 
 #include "cli.h"
 #include "colibri.h"
+#include "attn_opts.h" /* KV cache, attention and context options */
 #include "generate.h"
 
 static volatile sig_atomic_t interrupted;
@@ -36,6 +37,10 @@ static void help(void) {
            "                        <think>, are matched either way)\n"
            "  -t, --threads N       worker threads\n"
            "  --max-seq-len N       context length (default: min(model max, 4096))\n"
+           ATTN_OPTS_HELP
+           "  --no-context-shift    refuse a conversation longer than the context, instead of\n"
+           "                        dropping the older half of it after the kept start\n"
+           "  --keep N              tokens a context shift keeps (default 0 besides BOS; -1 = all)\n"
            "  -h, --help            this help\n"
            "\nGeneration (per answer; -n defaults to 512):\n%s",
            gen_options_help());
@@ -112,9 +117,11 @@ int cmd_chat(int argc, char **argv) {
     const char *model = NULL, *system = NULL;
     int parse_special = 0;
     colibri_params p = colibri_params_default();
+    p.ctx_shift = 1; /* a full context shifts (--no-context-shift refuses) */
     gen_opts go;
     gen_opts_default(&go);
     go.n_predict = 512;
+    ctx_opts co = {0};
     long v;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val;
@@ -129,6 +136,10 @@ int cmd_chat(int argc, char **argv) {
             parse_special = 1;
             continue;
         }
+        if ((g = attn_opts_parse(&p, argc, argv, &i)) < 0) return 2;
+        if (g > 0) continue;
+        if (strcmp(a, "--prompt-cache") && (g = ctx_opts_parse(&p, &co, argc, argv, &i)) < 0) return 2;
+        if (g > 0) continue;
         if (!(val = cli_value(argc, argv, &i))) return 2;
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) model = val;
         else if (!strcmp(a, "--system")) system = val;
@@ -143,6 +154,7 @@ int cmd_chat(int argc, char **argv) {
         }
     }
     if (!model) return cli_fail("chat: no model given (-m MODEL)"), 2;
+    go.ctx_shift = p.ctx_shift;
     colibri_engine_t *e = colibri_init_params(model, &p);
     if (!e) return cli_fail("%s", colibri_last_error());
     if (!colibri_has_tokenizer(e)) {
@@ -213,10 +225,24 @@ int cmd_chat(int argc, char **argv) {
             rc = cli_fail("%s", ids ? colibri_last_error() : "out of memory");
             break;
         }
-        /* keep the shared prefix of the cache (at least one token must be evaluated) */
-        size_t keep = 0;
+        /* keep the shared prefix of the cache (at least one token must be evaluated); what the
+           cache holds comes from the engine, which knows about context shifts */
+        size_t keep = 0, held = 0;
+        colibri_seq_tokens(e, 0, NULL, 0, &held);
+        if (held > kv.cap) {
+            int32_t *nk = realloc(kv.ids, held * sizeof *nk);
+            if (!nk) {
+                free(ids);
+                rc = cli_fail("out of memory");
+                break;
+            }
+            kv.ids = nk;
+            kv.cap = held;
+        }
+        kv.n = colibri_seq_tokens(e, 0, kv.ids, kv.cap, &held) ? 0 : held;
         while (keep < kv.n && keep + 1 < need && kv.ids[keep] == ids[keep]) keep++;
-        if (need >= (size_t)colibri_max_seq_len(e)) {
+        ctx_opts_keep(e, &co, ids, need);
+        if (!p.ctx_shift && need >= (size_t)colibri_max_seq_len(e)) {
             free(ids);
             fprintf(stderr, "colibri: the conversation no longer fits the context (%zu tokens); /reset\n", need);
             convo_clear(&c, c.n - 1);
@@ -229,22 +255,7 @@ int cmd_chat(int argc, char **argv) {
         int grc = gen_run(e, ids + keep, need - keep, &go, stdout, &interrupted, s, &res);
         fputc('\n', stdout);
         fflush(stdout);
-        /* the cache now holds ids[0..need) and the generated tokens (not tracked: the next
-           turn's prefix match stops at the end of the prompt) */
-        if (kv.cap < need) {
-            int32_t *nk = realloc(kv.ids, need * sizeof *nk);
-            if (!nk) {
-                free(ids);
-                free(res.text);
-                rc = cli_fail("out of memory");
-                break;
-            }
-            kv.ids = nk;
-            kv.cap = need;
-        }
-        memcpy(kv.ids, ids, need * sizeof *ids);
-        kv.n = need;
-        free(ids);
+        free(ids); /* the next turn reads what the cache holds from the engine */
         if (grc) {
             free(res.text);
             rc = 1;

@@ -120,12 +120,14 @@ int gen_run(colibri_engine_t *e, const int32_t *prompt, size_t n, const gen_opts
         fflush(out);
     }
     double t0 = cli_now();
-    if (colibri_eval(e, prompt, n - 1, NULL, 0) || colibri_forward(e, prompt[n - 1], logits, NULL)) {
+    const size_t from = o->prompt_cached < n ? o->prompt_cached : n - 1;
+    if (colibri_eval(e, prompt + from, n - 1 - from, NULL, 0) || (o->save_state && colibri_state_save(e, 0, o->save_state)) ||
+        colibri_forward(e, prompt[n - 1], logits, NULL)) {
         rc = cli_fail("%s", colibri_last_error());
         goto out;
     }
     for (size_t i = 0; i < n; i++) colibri_sampler_accept(sampler, prompt[i]);
-    res->n_prompt = n;
+    res->n_prompt = n - from;
     res->t_prompt = cli_now() - t0;
     double t1 = cli_now();
     for (long g = 0; o->n_predict < 0 || g < o->n_predict; g++) {
@@ -178,7 +180,7 @@ int gen_run(colibri_engine_t *e, const int32_t *prompt, size_t n, const gen_opts
             shown = len - hold;
             res->ends_line = text[shown - 1] == '\n';
         }
-        if (colibri_n_past(e) >= colibri_max_seq_len(e)) {
+        if (!o->ctx_shift && colibri_n_past(e) >= colibri_max_seq_len(e)) {
             res->hit_limit = true;
             break;
         }

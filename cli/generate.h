@@ -16,6 +16,11 @@ typedef struct gen_opts {
     int n_stops;
     bool ignore_eos;
     int prompt_echo;            /* GEN_ECHO_*: what the prompt does to the output */
+    bool ctx_shift;             /* a full context shifts (the engine's ctx_shift); else generation stops */
+    size_t prompt_cached;       /* the first ones of the prompt are in the KV cache already (run
+                                   --prompt-cache): shown and given to the sampler, not evaluated */
+    const char *save_state;     /* non-NULL: colibri_state_save of sequence 0 there once the prompt
+                                   but its last token is evaluated */
 } gen_opts;
 
 /* GEN_ECHO_NONE: the continuation starts the text (its leading space is dropped, as at the

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "attn_opts.h" /* KV cache and attention options */
 #include "colibri.h"
 
 static void help(void) {
@@ -17,7 +18,8 @@ static void help(void) {
          "  -f, --file PATH   text to score\n"
          "  --ctx N           chunk length in tokens (default 128)\n"
          "  --chunks N        score at most N chunks\n"
-         "  -t, --threads N   worker threads");
+         "  -t, --threads N   worker threads\n"
+         ATTN_OPTS_HELP);
 }
 
 int cmd_perplexity(int argc, char **argv) {
@@ -30,6 +32,9 @@ int cmd_perplexity(int argc, char **argv) {
             help();
             return 0;
         }
+        int g = attn_opts_parse(&p, argc, argv, &i);
+        if (g < 0) return 2;
+        if (g > 0) continue;
         if (!(val = cli_value(argc, argv, &i))) return 2;
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) model = val;
         else if (!strcmp(a, "-f") || !strcmp(a, "--file")) file = val;

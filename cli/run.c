@@ -6,6 +6,7 @@
 #include "cli.h"
 #include "colibri.h"
 #include "generate.h"
+#include "attn_opts.h" /* KV cache and attention options */
 #include "mem_opts.h" /* expert memory hierarchy options */
 
 static void help(void) {
@@ -34,20 +35,16 @@ static void help(void) {
          "  --config FILE         JSON run-time settings (threads, max_seq_len, moe_top_k, ...)\n"
          "  --dump-logits FILE    write the logits of every prompt position as raw little-endian\n"
          "                        float32 [n_tokens][n_vocab]\n"
+         ATTN_OPTS_HELP
+         CTX_OPTS_HELP
          MEM_OPTS_HELP
          "  -h, --help            this help\n"
          "\nSampling (with -p; --tokens is always greedy):\n%s", gen_options_help());
 }
 
 static colibri_engine_t *open_engine(const char *model, const char *config, const colibri_params *p) {
-    if (!config) return colibri_init_params(model, p);
-    colibri_engine_t *e = colibri_init(model, config);
-    /* command-line settings win over the file */
-    if (e && p->moe_top_k && colibri_set_moe_top_k(e, p->moe_top_k)) {
-        colibri_free(e);
-        e = NULL;
-    }
-    return e;
+    (void)config; /* read into p before the other options (cmd_run), so that they win */
+    return colibri_init_params(model, p);
 }
 
 static char *read_text(const char *path) {
@@ -73,8 +70,43 @@ static char *read_text(const char *path) {
     return b;
 }
 
+/* --prompt-cache FILE: restores FILE when it exists and keeps the longest prefix of ids[0..n)
+   it holds, leaving at least the last id to evaluate. Returns how many ids the cache already
+   holds (0 without a file), -1 after an error message. *held: the file held exactly ids[0..n-1). */
+static long prompt_cache_load(colibri_engine_t *e, const char *path, const int32_t *ids, size_t n, bool *held) {
+    *held = false;
+    FILE *f = path ? fopen(path, "rb") : NULL;
+    if (!f) return 0; /* no file yet: it is written after the prompt */
+    fclose(f);
+    size_t have = 0, k = 0;
+    if (colibri_state_load(e, 0, path)) return cli_fail("--prompt-cache %s", colibri_last_error()), -1;
+    colibri_seq_tokens(e, 0, NULL, 0, &have);
+    int32_t *h = malloc(sizeof(int32_t) * (have + 1));
+    if (!h || colibri_seq_tokens(e, 0, h, have, &have)) {
+        free(h);
+        return cli_fail("out of memory"), -1;
+    }
+    while (k < have && k + 1 < n && h[k] == ids[k]) k++;
+    *held = have == n - 1 && k == n - 1;
+    free(h);
+    colibri_truncate(e, (int32_t)k);
+    k = (size_t)colibri_n_past(e);
+    fprintf(stderr, "colibri: prompt cache %s: %zu of the prompt's %zu tokens reused\n", path, k, n);
+    return (long)k;
+}
+
+/* Evaluates ids[start .. n - 1) (the prompt but its last id) and saves that state to path,
+   unless the file held exactly it already. */
+static int prompt_cache_fill(colibri_engine_t *e, const char *path, const int32_t *ids, size_t n, long start, bool held) {
+    if (colibri_eval(e, ids + start, n - 1 - (size_t)start, NULL, 0)) return cli_fail("%s", colibri_last_error());
+    if (held) return 0;
+    if (colibri_state_save(e, 0, path)) return cli_fail("--prompt-cache %s", colibri_last_error());
+    fprintf(stderr, "colibri: prompt cache %s: saved %d tokens\n", path, colibri_n_past(e));
+    return 0;
+}
+
 static int run_text(const char *model, const char *prompt, const char *pfile, const char *config,
-                    const colibri_params *p, gen_opts *go, bool parse_special) {
+                    const colibri_params *p, gen_opts *go, const ctx_opts *co, bool parse_special) {
     char *owned = NULL;
     if (pfile && !(prompt = owned = read_text(pfile))) return cli_fail("%s: cannot read the prompt file", pfile);
     if (go->n_predict == -2) go->n_predict = 128;
@@ -94,13 +126,26 @@ static int run_text(const char *model, const char *prompt, const char *pfile, co
         rc = cli_fail("%s", colibri_last_error());
     } else if (n == 0) {
         rc = cli_fail("run: the prompt has no tokens");
-    } else if (!(rc = gen_run(e, ids, n, go, stdout, NULL, s, &res))) {
-        if (!res.ends_line) fputc('\n', stdout);
-        fflush(stdout); /* the text first: the timings then start a line of their own */
-        fprintf(stderr, "colibri: prompt %zu tokens, %.1f tok/s; generated %zu tokens, %.1f tok/s%s\n", res.n_prompt,
-                res.t_prompt > 0 ? res.n_prompt / res.t_prompt : 0.0, res.n_gen,
-                res.t_gen > 0 ? res.n_gen / res.t_gen : 0.0,
-                res.stopped_eog ? " (end of text)" : res.stopped_stop ? " (stop string)" : res.hit_limit ? " (max_seq_len)" : "");
+    } else if (n > (size_t)colibri_max_seq_len(e)) {
+        rc = cli_fail("run: the prompt (%zu tokens) does not fit the context (max_seq_len %d)", n, colibri_max_seq_len(e));
+    } else {
+        bool held;
+        const long start = prompt_cache_load(e, co->prompt_cache, ids, n, &held);
+        ctx_opts_keep(e, co, ids, n);
+        go->prompt_cached = start > 0 ? (size_t)start : 0;
+        go->save_state = co->prompt_cache && !held ? co->prompt_cache : NULL;
+        if (start < 0) {
+            rc = 1;
+        } else if (!(rc = gen_run(e, ids, n, go, stdout, NULL, s, &res))) {
+            if (!res.ends_line) fputc('\n', stdout);
+            fflush(stdout); /* the text first: the timings then start a line of their own */
+            if (go->save_state) fprintf(stderr, "colibri: prompt cache %s: saved %zu tokens\n", go->save_state, n - 1);
+            fprintf(stderr, "colibri: prompt %zu tokens, %.1f tok/s; generated %zu tokens, %.1f tok/s%s\n", res.n_prompt,
+                    res.t_prompt > 0 ? res.n_prompt / res.t_prompt : 0.0, res.n_gen,
+                    res.t_gen > 0 ? res.n_gen / res.t_gen : 0.0,
+                    res.stopped_eog ? " (end of text)" : res.stopped_stop ? " (stop string)"
+                    : res.hit_limit ? " (the context is full: max_seq_len, --no-context-shift)" : "");
+        }
     }
     free(res.text);
     free(ids);
@@ -112,13 +157,19 @@ static int run_text(const char *model, const char *prompt, const char *pfile, co
 
 int cmd_run(int argc, char **argv) {
     const char *model = NULL, *tokens_s = NULL, *dump = NULL, *config = NULL, *prompt = NULL, *pfile = NULL;
-    bool parse_special = true;
     long v;
     colibri_params p = colibri_params_default();
+    p.ctx_shift = 1; /* a full context shifts (--no-context-shift stops) */
     gen_opts go;
     gen_opts_default(&go);
     go.n_predict = -2; /* unset */
+    ctx_opts co = {0};
+    bool parse_special = true;
     go.prompt_echo = GEN_ECHO_PRINT;
+    /* --config first: the settings of the command line win over the file's */
+    for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "--config") && colibri_params_read_config(argv[i + 1], &p))
+            return cli_fail("%s", colibri_last_error()), 2;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -129,6 +180,10 @@ int cmd_run(int argc, char **argv) {
         if (g < 0) return 2;
         if (g > 0) continue;
         if ((g = mem_opts_parse(&p, argc, argv, &i)) < 0) return 2;
+        if (g > 0) continue;
+        if ((g = attn_opts_parse(&p, argc, argv, &i)) < 0) return 2;
+        if (g > 0) continue;
+        if ((g = ctx_opts_parse(&p, &co, argc, argv, &i)) < 0) return 2;
         if (g > 0) continue;
 #define VAL()                                          \
     do {                                               \
@@ -181,7 +236,9 @@ int cmd_run(int argc, char **argv) {
     if (!model) return cli_fail("run: no model given (-m MODEL)"), 2;
     if (!!tokens_s + !!prompt + !!pfile != 1)
         return cli_fail("run: give exactly one prompt: -p TEXT, -f FILE or --tokens IDS"), 2;
-    if (!tokens_s) return run_text(model, prompt, pfile, config, &p, &go, parse_special);
+    go.ctx_shift = p.ctx_shift;
+    if (!tokens_s) return run_text(model, prompt, pfile, config, &p, &go, &co, parse_special);
+    if (dump && co.prompt_cache) return cli_fail("run: --dump-logits evaluates the whole prompt; no --prompt-cache with it"), 2;
     long n_predict = go.n_predict == -2 ? 32 : go.n_predict;
     if (n_predict < 0) return cli_fail("run: --tokens needs -n >= 0"), 2;
     int32_t *toks;
@@ -200,6 +257,11 @@ int cmd_run(int argc, char **argv) {
     int rc = 0;
     float *logits = NULL;
     int32_t next = -1;
+    if (n_tok > (size_t)colibri_max_seq_len(e)) {
+        rc = cli_fail("run: the prompt (%zu tokens) does not fit the context (max_seq_len %d)", n_tok,
+                      colibri_max_seq_len(e));
+        goto out;
+    }
     double t0 = cli_now();
     if (dump) {
         logits = malloc(sizeof(float) * V * n_tok);
@@ -226,7 +288,15 @@ int cmd_run(int argc, char **argv) {
         for (size_t i = 1; i < V; i++)
             if (last[i] > last[next]) next = (int32_t)i;
     } else {
-        if (colibri_eval(e, toks, n_tok - 1, NULL, 0) || colibri_forward(e, toks[n_tok - 1], NULL, &next)) {
+        bool held;
+        const long start = prompt_cache_load(e, co.prompt_cache, toks, n_tok, &held);
+        ctx_opts_keep(e, &co, toks, n_tok);
+        if (start < 0 || (co.prompt_cache && prompt_cache_fill(e, co.prompt_cache, toks, n_tok, start, held))) {
+            rc = 1;
+            goto out;
+        }
+        const size_t from = co.prompt_cache ? n_tok - 1 : 0;
+        if (colibri_eval(e, toks + from, n_tok - 1 - from, NULL, 0) || colibri_forward(e, toks[n_tok - 1], NULL, &next)) {
             rc = cli_fail("%s", colibri_last_error());
             goto out;
         }
@@ -236,6 +306,12 @@ int cmd_run(int argc, char **argv) {
         printf(i ? " %d" : "%d", next);
         fflush(stdout);
         if (i + 1 == n_predict) break;
+        if (!p.ctx_shift && colibri_n_past(e) >= colibri_max_seq_len(e)) {
+            fprintf(stderr, "colibri: the context is full (max_seq_len %d): stopped after %ld tokens (--no-context-shift)\n",
+                    colibri_max_seq_len(e), i + 1);
+            n_predict = i + 1;
+            break;
+        }
         if (colibri_forward(e, next, NULL, &next)) {
             putchar('\n');
             rc = cli_fail("%s", colibri_last_error());

@@ -77,6 +77,9 @@ typedef struct colibri_stats {
                                    experts a layer step reads */
     uint64_t moe_expert_bytes_run; /* the bytes of those experts' weights */
     uint64_t peak_rss_bytes;    /* the process's peak resident set, from the OS */
+    uint64_t ctx_shifts;        /* context shifts (colibri_params.ctx_shift, colibri_seq_shift) */
+    uint64_t kv_bytes;          /* the KV cache's allocation (all sequences) */
+    uint64_t kv_bytes_per_token; /* what one position of one sequence takes in it, all layers */
     int32_t n_layers;           /* layers described below (at most COLIBRI_STATS_MAX_LAYERS) */
     int32_t n_experts;          /* routed experts per layer (at most COLIBRI_STATS_MAX_EXPERTS) */
     /* expert_counts[l][e]: how many times expert e of layer l was selected since init/reset
@@ -107,6 +110,24 @@ typedef enum colibri_cache_policy {
     COLIBRI_CACHE_PINNED = 2 /* a hot set learned from routing counts stays; LRU for the rest */
 } colibri_cache_policy;
 
+/* Element types of the KV cache (colibri_params.cache_type_k / cache_type_v). f16 is the
+   default: half the memory of f32 for no measurable loss (docs/ATTENTION.md has the
+   perplexity and memory figures); q8_0 halves it again, q4_0 once more at some loss. f32
+   keeps the exact arithmetic of the plain attention path. */
+typedef enum colibri_kv_type {
+    COLIBRI_KV_DEFAULT = 0, /* f16 */
+    COLIBRI_KV_F32 = 1,
+    COLIBRI_KV_F16 = 2,
+    COLIBRI_KV_BF16 = 3,
+    COLIBRI_KV_Q8_0 = 4,
+    COLIBRI_KV_Q4_0 = 5
+} colibri_kv_type;
+/* "f32", "f16", "bf16", "q8_0", "q4_0" (llama.cpp's --cache-type names) -> colibri_kv_type;
+   -1 for anything else. */
+int colibri_kv_type_from_name(const char *name);
+/* The name of a colibri_kv_type ("f16" for the default), "?" when out of range. */
+const char *colibri_kv_type_name(int type);
+
 /* Run-time settings. Zero-initialise (colibri_params_default) and set what you need. */
 typedef struct colibri_params {
     int32_t n_threads;      /* worker threads; 0 = number of online CPUs */
@@ -131,6 +152,21 @@ typedef struct colibri_params {
                                    PINNED policy learns its hot set from them) */
     int32_t n_seq;              /* sequences held at once (colibri_decode), each with its own KV
                                    region of max_seq_len positions; 0 = 1, at most COLIBRI_MAX_SEQ */
+    /* -- attention and the KV cache -- */
+    int32_t cache_type_k;       /* colibri_kv_type of the cached keys (MLA latent cache: of the latent) */
+    int32_t cache_type_v;       /* colibri_kv_type of the cached values */
+    int32_t flash_attn;         /* 1 = flash attention, -1 = the plain path (f32 caches only),
+                                   0 = auto: flash unless both caches are f32 */
+    int32_t mla;                /* multi-head latent attention (DeepSeek-V2/V3): 0 or 1 = cache the
+                                   compressed latent and the shared rope key, attend in the latent
+                                   space (the default; cache_type_k sets the latent's type); -1 = K
+                                   and V decompressed per head, as the model's own code computes */
+    int32_t ctx_shift;          /* 1 = a sequence that would pass max_seq_len is shifted as llama.cpp
+                                   does: its first n_keep tokens stay, half of the rest (more when a
+                                   batch needs it) is dropped, and the later tokens move down with
+                                   their cached keys re-rotated, so generation goes on; 0 = such a
+                                   call fails with COLIBRI_ERR_RANGE (the default) */
+    int32_t n_keep;             /* tokens a shift keeps at the start of each sequence (colibri_seq_set_keep) */
 } colibri_params;
 #define COLIBRI_MAX_SEQ 256
 
@@ -138,8 +174,10 @@ typedef struct colibri_params {
 
 /* Opens a model (.colibri file, .gguf file, or a Hugging Face directory) and prepares it to
    run. config_path may be NULL or a JSON file of run-time settings with any of the keys
-   "threads", "max_seq_len", "n_batch", "moe_top_k", "router_temperature", and for the
-   expert memory hierarchy "mem_budget" / "expert_pool" (bytes, or a string such as "1.5GiB"),
+   "threads", "max_seq_len", "n_batch", "moe_top_k", "router_temperature", "n_seq",
+   "cache_type_k" / "cache_type_v" (type names), "flash_attn" (true, false or "auto"), "mla"
+   ("latent" or "decompressed"), "ctx_shift" (boolean), "n_keep", and for the expert memory
+   hierarchy "mem_budget" / "expert_pool" (bytes, or a string such as "1.5GiB"),
    "cache_policy" ("lru", "lfu", "pinned"), "prefetch", "direct_io", "usage_stats" (booleans),
    "io_threads".
    Returns NULL on failure (reason in colibri_last_error()). */
@@ -168,6 +206,10 @@ int colibri_expert_state(colibri_engine_t *e, int32_t layer, uint32_t *last, uin
 
 /* Default parameters (all automatic). */
 colibri_params colibri_params_default(void);
+
+/* Reads a run-time settings file (the JSON keys colibri_init accepts) into *p: the keys the
+   file has replace those fields, the others stay. Unknown keys and bad values are errors. */
+int colibri_params_read_config(const char *config_path, colibri_params *p);
 
 /* Like colibri_init with explicit parameters (params may be NULL for defaults). */
 colibri_engine_t *colibri_init_params(const char *model_path, const colibri_params *params);
@@ -221,6 +263,33 @@ int32_t colibri_seq_n_past(const colibri_engine_t *e, int32_t seq);
    back than the window still holds keeps nothing (the sequence starts over, as when the
    window slid past): read colibri_seq_n_past afterwards and evaluate from there. */
 int colibri_seq_truncate(colibri_engine_t *e, int32_t seq, int32_t n);
+
+/* ---- context shift and saved states ---- */
+
+/* Removes positions [n_keep, n_keep + n_discard) of sequence seq and moves the later ones down
+   by n_discard, their cached keys re-rotated to their new positions; the sequence then holds
+   colibri_seq_n_past - n_discard tokens. What the automatic shift (colibri_params.ctx_shift)
+   does, for a caller that decides itself. On a model with windowed layers whose cache keeps
+   only the window, those layers lose what they held of the kept start. */
+int colibri_seq_shift(colibri_engine_t *e, int32_t seq, int32_t n_keep, int32_t n_discard);
+/* Sets how many tokens at the start of sequence seq the automatic shift keeps (e.g. the
+   system prompt), at most its current length when a shift happens. */
+int colibri_seq_set_keep(colibri_engine_t *e, int32_t seq, int32_t n_keep);
+/* The token ids sequence seq holds, in order (after shifts: the kept start, then the rest).
+   Writes up to cap ids and their count to *n; a too-small cap is COLIBRI_ERR_ARG with *n the
+   count needed. */
+int colibri_seq_tokens(const colibri_engine_t *e, int32_t seq, int32_t *ids, size_t cap, size_t *n);
+/* Writes sequence seq's state — its KV cache rows, position and token ids — to path, with
+   the model's identity (configuration and a fingerprint of its weights), the cache's types and
+   a checksum, so that a long prompt is evaluated once (colibri run --prompt-cache). */
+int colibri_state_save(colibri_engine_t *e, int32_t seq, const char *path);
+/* Restores a state written by colibri_state_save into sequence seq (any sequence of an
+   engine of the same model, cache types and MLA mode, max_seq_len at least the state's
+   length): the next logits are those the saving engine would have produced. A state of
+   another model or cache layout is COLIBRI_ERR_ARG, a truncated or corrupt file
+   COLIBRI_ERR_FORMAT / COLIBRI_ERR_CORRUPT, naming the cause; either way the sequence is left
+   as it was. */
+int colibri_state_load(colibri_engine_t *e, int32_t seq, const char *path);
 
 /* Vocabulary size (logits per position), 0 for NULL. */
 int32_t colibri_n_vocab(const colibri_engine_t *e);

@@ -16,6 +16,49 @@ colibri_params colibri_params_default(void) {
     return p;
 }
 
+static const char *const KV_NAMES[] = {"f16", "f32", "f16", "bf16", "q8_0", "q4_0"};
+static const int KV_DTYPES[] = {CLB_DT_F16, CLB_DT_F32, CLB_DT_F16, CLB_DT_BF16, CLB_DT_Q8_0, CLB_DT_Q4_0};
+
+int colibri_kv_type_from_name(const char *name) {
+    for (int i = 1; name && i < (int)CLB_ARRAY_LEN(KV_NAMES); i++)
+        if (!strcmp(name, KV_NAMES[i])) return i;
+    return -1;
+}
+
+const char *colibri_kv_type_name(int type) {
+    return type >= 0 && type < (int)CLB_ARRAY_LEN(KV_NAMES) ? KV_NAMES[type] : "?";
+}
+
+/* attention settings from a config file: returns 1 when k was one of them */
+static int attn_config_key(const char *path, const cJSON *it, colibri_params *p, int *rc) {
+    const char *k = it->string;
+    if (!strcmp(k, "cache_type_k") || !strcmp(k, "cache_type_v")) {
+        const int t = cJSON_IsString(it) ? colibri_kv_type_from_name(it->valuestring) : -1;
+        if (t < 0) *rc = clb_err(COLIBRI_ERR_ARG, "%s: '%s' must be one of \"f32\", \"f16\", \"bf16\", \"q8_0\", \"q4_0\"", path, k);
+        else if (k[11] == 'k') p->cache_type_k = t;
+        else p->cache_type_v = t;
+        return 1;
+    }
+    if (!strcmp(k, "ctx_shift")) {
+        if (cJSON_IsBool(it)) p->ctx_shift = cJSON_IsTrue(it);
+        else *rc = clb_err(COLIBRI_ERR_ARG, "%s: 'ctx_shift' must be true or false", path);
+        return 1;
+    }
+    if (!strcmp(k, "mla")) {
+        if (cJSON_IsString(it) && !strcmp(it->valuestring, "latent")) p->mla = 1;
+        else if (cJSON_IsString(it) && !strcmp(it->valuestring, "decompressed")) p->mla = -1;
+        else *rc = clb_err(COLIBRI_ERR_ARG, "%s: 'mla' must be \"latent\" or \"decompressed\"", path);
+        return 1;
+    }
+    if (!strcmp(k, "flash_attn")) {
+        if (cJSON_IsBool(it)) p->flash_attn = cJSON_IsTrue(it) ? 1 : -1;
+        else if (cJSON_IsString(it) && !strcmp(it->valuestring, "auto")) p->flash_attn = 0;
+        else *rc = clb_err(COLIBRI_ERR_ARG, "%s: 'flash_attn' must be true, false or \"auto\"", path);
+        return 1;
+    }
+    return 0;
+}
+
 /* Reads a run-time settings file; unknown keys are errors (a typo must not be ignored). */
 static int read_config(const char *path, colibri_params *p) {
     char *text;
@@ -36,6 +79,10 @@ static int read_config(const char *path, colibri_params *p) {
             if (rc) break;
             continue;
         }
+        if (attn_config_key(path, it, p, &rc)) {
+            if (rc) break;
+            continue;
+        }
         if (!cJSON_IsNumber(it)) {
             rc = clb_err(COLIBRI_ERR_FORMAT, "%s: '%s' must be a number", path, k);
             break;
@@ -50,10 +97,12 @@ static int read_config(const char *path, colibri_params *p) {
         else if (strcmp(k, "moe_top_p") == 0 && v >= 0 && v <= 1) p->moe_top_p = (float)v;
         else if (strcmp(k, "moe_k_min") == 0 && is_int && v >= 0 && v <= 1024) p->moe_k_min = (int)v;
         else if (strcmp(k, "moe_k_max") == 0 && is_int && v >= 0 && v <= 1024) p->moe_k_max = (int)v;
+        else if (strcmp(k, "n_seq") == 0 && is_int && v >= 0 && v <= COLIBRI_MAX_SEQ) p->n_seq = (int)v;
+        else if (strcmp(k, "n_keep") == 0 && is_int && v >= 0 && v <= (1 << 24)) p->n_keep = (int)v;
         else {
             bool known = !strcmp(k, "threads") || !strcmp(k, "max_seq_len") || !strcmp(k, "n_batch") ||
                          !strcmp(k, "moe_top_k") || !strcmp(k, "router_temperature") || !strcmp(k, "moe_top_p") ||
-                         !strcmp(k, "moe_k_min") || !strcmp(k, "moe_k_max");
+                         !strcmp(k, "moe_k_min") || !strcmp(k, "moe_k_max") || !strcmp(k, "n_seq") || !strcmp(k, "n_keep");
             rc = known ? clb_err(COLIBRI_ERR_ARG, "%s: '%s' = %g is out of range", path, k, v)
                        : clb_err(COLIBRI_ERR_ARG, "%s: unknown setting '%s'", path, k);
             break;
@@ -61,6 +110,11 @@ static int read_config(const char *path, colibri_params *p) {
     }
     cJSON_Delete(j);
     return rc;
+}
+
+int colibri_params_read_config(const char *config_path, colibri_params *p) {
+    if (!config_path || !p) return clb_err(COLIBRI_ERR_ARG, "NULL config path or parameters");
+    return read_config(config_path, p);
 }
 
 colibri_engine_t *colibri_init(const char *model_path, const char *config_path) {
@@ -120,7 +174,8 @@ static void carve(colibri_engine_t *e) {
     const uint64_t q_moe = clb_matmul_qbuf_bytes((int64_t)E, 4 * (int64_t)B + 2 * (int64_t)BK) +
                            clb_matmul_qbuf_bytes((int64_t)ff, (int64_t)BK);
     e->mm.qbuf_bytes = CLB_MAX(CLB_MAX(clb_matmul_qbuf_bytes((int64_t)maxc, (int64_t)CLB_MAX(BK, B)), q_moe),
-                               clb_ffn_swiglu_qbuf_bytes((int64_t)E, (int64_t)ff, (int64_t)B));
+                               CLB_MAX(clb_ffn_swiglu_qbuf_bytes((int64_t)E, (int64_t)ff, (int64_t)B),
+                                       clb_attn_qbuf_bytes(&e->attn)));
     e->mm.qbuf = clb_arena_take(a, e->mm.qbuf_bytes);
 }
 
@@ -129,6 +184,13 @@ colibri_engine_t *colibri_init_params(const char *model_path, const colibri_para
     if (p.n_threads < 0 || p.max_seq_len < 0 || p.n_batch < 0 || p.moe_top_k < 0 || p.router_temperature < 0 ||
         p.n_seq < 0 || p.n_seq > COLIBRI_MAX_SEQ) {
         clb_err(COLIBRI_ERR_ARG, "negative run-time setting");
+        return NULL;
+    }
+    if (p.cache_type_k < 0 || p.cache_type_k >= (int)CLB_ARRAY_LEN(KV_NAMES) || p.cache_type_v < 0 ||
+        p.cache_type_v >= (int)CLB_ARRAY_LEN(KV_NAMES) || p.flash_attn < -1 || p.flash_attn > 1 || p.mla < -1 ||
+        p.mla > 1 || p.ctx_shift < 0 || p.ctx_shift > 1 || p.n_keep < 0) {
+        clb_err(COLIBRI_ERR_ARG, "cache_type_k %d / cache_type_v %d / flash_attn %d / mla %d / ctx_shift %d / n_keep %d out of range",
+                p.cache_type_k, p.cache_type_v, p.flash_attn, p.mla, p.ctx_shift, p.n_keep);
         return NULL;
     }
     colibri_engine_t *e = clb_calloc(1, sizeof *e);
@@ -152,7 +214,11 @@ colibri_engine_t *colibri_init_params(const char *model_path, const colibri_para
     e->n_batch = p.n_batch > 0 ? p.n_batch : 64;
     e->n_seq = p.n_seq > 0 ? p.n_seq : 1;
     e->seq_past = clb_calloc((size_t)e->n_seq, sizeof(int32_t));
-    if (!e->seq_past) {
+    e->seq_keep = clb_calloc((size_t)e->n_seq, sizeof(int32_t));
+    e->seq_tokens = clb_calloc((size_t)e->n_seq * (size_t)e->max_seq, sizeof(int32_t));
+    e->ctx_shift = p.ctx_shift > 0;
+    for (int s = 0; e->seq_keep && s < e->n_seq; s++) e->seq_keep[s] = p.n_keep;
+    if (!e->seq_past || !e->seq_keep || !e->seq_tokens) {
         clb_err(COLIBRI_ERR_NOMEM, "out of memory");
         goto fail;
     }
@@ -194,9 +260,12 @@ colibri_engine_t *colibri_init_params(const char *model_path, const colibri_para
     }
     e->mm.pool = e->pool;
     e->mm.k = e->k;
-    const clb_kv_params kp = {.n_seq = e->n_seq, .max_seq = e->max_seq, .n_batch = e->n_batch,
-                              .k_type = CLB_DT_F32, .v_type = CLB_DT_F32};
-    if (clb_attn_init(&e->attn, hp, e->k, &e->mm, &e->rope, e->pool, e->n_threads, e->n_batch, &kp)) goto fail;
+    const clb_attn_params ap = {.kv = {.n_seq = e->n_seq, .max_seq = e->max_seq, .n_batch = e->n_batch,
+                                       .k_type = KV_DTYPES[p.cache_type_k], .v_type = KV_DTYPES[p.cache_type_v],
+                                       .mla_latent = p.mla >= 0},
+                                .flash = p.flash_attn};
+    if (clb_attn_init(&e->attn, hp, e->model->layers, e->k, &e->mm, &e->rope, e->pool, e->n_threads, e->n_batch, &ap))
+        goto fail;
     const uint64_t kv_bytes = e->attn.kv.seq_bytes * (uint64_t)e->n_seq;
     carve(e);
     if (clb_arena_alloc_block(&e->arena)) goto fail;
@@ -216,6 +285,8 @@ void colibri_free(colibri_engine_t *e) {
     clb_arena_release(&e->arena);
     clb_attn_free(&e->attn);
     clb_free(e->seq_past);
+    clb_free(e->seq_keep);
+    clb_free(e->seq_tokens);
     clb_rope_free(&e->rope);
     clb_model_free(e->model);
     clb_tokenizer_free(e->tok);
@@ -257,12 +328,14 @@ int colibri_eval(colibri_engine_t *e, const int32_t *tokens, size_t n, float *lo
     if (logits && (n > SIZE_MAX / V || logits_cap < n * V))
         return clb_err(COLIBRI_ERR_ARG, "logits buffer holds %zu floats, %zu positions need %zu", logits_cap, n,
                        n * V);
-    if ((uint64_t)e->seq_past[0] + n > (uint64_t)e->max_seq)
+    if (!e->ctx_shift && (uint64_t)e->seq_past[0] + n > (uint64_t)e->max_seq)
         return clb_err(COLIBRI_ERR_RANGE, "%zu tokens after %d would exceed max_seq_len %d", n, e->seq_past[0],
                        e->max_seq);
+    /* with context shifts, steps small enough that one fits after the kept start */
+    const int step = e->ctx_shift ? CLB_MAX(1, CLB_MIN(e->n_batch, (e->max_seq - e->seq_keep[0]) / 2)) : e->n_batch;
     double t0 = clb_now();
-    for (size_t i = 0; i < n; i += (size_t)e->n_batch) {
-        int cnt = (int)CLB_MIN((size_t)e->n_batch, n - i);
+    for (size_t i = 0; i < n; i += (size_t)step) {
+        int cnt = (int)CLB_MIN((size_t)step, n - i);
         int rc = clb_engine_batch(e, tokens + i, NULL, cnt, logits ? e->logits : NULL, NULL, logits ? cnt : 0);
         if (rc) return rc;
         if (logits) memcpy(logits + i * V, e->logits, sizeof(float) * V * (size_t)cnt);
@@ -319,7 +392,7 @@ int colibri_decode(colibri_engine_t *e, const colibri_batch_tok *toks, size_t n,
         const int32_t s = toks[i].seq;
         if (s < 0 || s >= e->n_seq)
             return clb_err(COLIBRI_ERR_ARG, "sequence %d out of range (the engine holds %d)", s, e->n_seq);
-        if (e->seq_past[s] + ++e->seq_cnt[s] > e->max_seq)
+        if (e->seq_past[s] + ++e->seq_cnt[s] > e->max_seq && !e->ctx_shift)
             return clb_err(COLIBRI_ERR_RANGE, "sequence %d would reach %d tokens, beyond max_seq_len %d", s,
                            e->seq_past[s] + e->seq_cnt[s], e->max_seq);
     }
@@ -372,6 +445,8 @@ colibri_stats_t colibri_get_stats(colibri_engine_t *e) {
     }
     e->stats.peak_rss_bytes = clb_peak_rss();
     clb_mem_stats(e, &e->stats);
+    e->stats.kv_bytes = e->attn.kv.seq_bytes * (uint64_t)e->n_seq;
+    e->stats.kv_bytes_per_token = clb_kv_bytes_per_pos(&e->attn.kv);
     return e->stats;
 }
 

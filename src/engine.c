@@ -258,18 +258,30 @@ int clb_engine_batch(colibri_engine_t *e, const int32_t *tokens, const int32_t *
         if (tokens[t] < 0 || tokens[t] >= hp->n_vocab)
             return clb_err(COLIBRI_ERR_ARG, "token id %d out of range (vocabulary has %d tokens)", tokens[t],
                            hp->n_vocab);
-    /* each token's sequence and position; nothing advances until the batch is done */
+    /* each token's sequence and position; nothing advances until the batch is done, except
+       a context shift of a sequence that would pass max_seq_len (ctx_shift) */
     memset(e->seq_cnt, 0, sizeof(int32_t) * (size_t)e->n_seq);
     for (int t = 0; t < n; t++) {
         const int32_t s = seqs ? seqs[t] : 0;
         if (s < 0 || s >= e->n_seq)
             return clb_err(COLIBRI_ERR_ARG, "sequence %d out of range (the engine holds %d)", s, e->n_seq);
+        e->seq_cnt[s]++;
+    }
+    for (int s = 0; s < e->n_seq; s++) {
+        if (e->seq_past[s] + e->seq_cnt[s] <= e->max_seq) continue;
+        if (!e->ctx_shift)
+            return clb_err(COLIBRI_ERR_RANGE, "sequence %d would reach %d tokens, beyond max_seq_len %d", s,
+                           e->seq_past[s] + e->seq_cnt[s], e->max_seq);
+        int rc = clb_engine_make_room(e, s, e->seq_cnt[s]);
+        if (rc) return rc;
+    }
+    memset(e->seq_cnt, 0, sizeof(int32_t) * (size_t)e->n_seq);
+    for (int t = 0; t < n; t++) {
+        const int32_t s = seqs ? seqs[t] : 0;
         const int pos = e->seq_past[s] + e->seq_cnt[s]++;
-        if (pos >= e->max_seq)
-            return clb_err(COLIBRI_ERR_RANGE, "sequence %d would reach %d tokens, beyond max_seq_len %d", s, pos + 1,
-                           e->max_seq);
         e->b_seq[t] = s;
         e->b_pos[t] = pos;
+        e->seq_tokens[(int64_t)s * e->max_seq + pos] = tokens[t];
     }
     for (int t = 0; t < n; t++) {
         const uint8_t *row = (const uint8_t *)m->tok_embd.data + (uint64_t)tokens[t] * m->tok_embd.row_bytes;

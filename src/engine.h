@@ -26,6 +26,9 @@ struct colibri_engine {
     int n_threads, max_seq, n_batch;
     int n_seq;       /* sequences held at once (colibri_params.n_seq) */
     int32_t *seq_past; /* [n_seq] tokens in each sequence's KV region (its next position) */
+    int32_t *seq_tokens; /* [n_seq][max_seq] the ids each sequence holds (state files, prefix reuse) */
+    int32_t *seq_keep;   /* [n_seq] tokens a context shift keeps at the start (colibri_seq_set_keep) */
+    bool ctx_shift;      /* shift a sequence's context when it would pass max_seq (colibri_params.ctx_shift) */
 
     /* the attention blocks and their KV cache (src/nn/attention.c, src/nn/kv_cache.c) */
     clb_attn attn;
@@ -89,6 +92,13 @@ struct colibri_engine {
    On failure no sequence advances. */
 int clb_engine_batch(colibri_engine_t *e, const int32_t *tokens, const int32_t *seqs, int n, float *logits,
                      const int32_t *rows, int n_rows);
+
+/* Context shift of sequence s (state_api.c): keeps its first keep tokens, drops the next d
+   and moves the rest down, re-rotating their cached keys. */
+int clb_engine_shift(colibri_engine_t *e, int s, int32_t keep, int32_t d);
+/* Shifts sequence s so that cnt more tokens fit: drops half of what follows its kept start,
+   or more when the batch needs it (llama.cpp's context shift). */
+int clb_engine_make_room(colibri_engine_t *e, int s, int32_t cnt);
 
 /* Fills e->eog from the tokenizer (text_api.c). */
 void clb_text_init_eog(colibri_engine_t *e);

@@ -13,6 +13,10 @@ Models (shapes as the published configs; --layers cuts the depth):
                              per-head q/k norm, vocab 151936
     mixtral   arch llama:    Mixtral-8x7B, 32 layers (default cut: 4), hidden 4096, 8 experts
                              top-2, ff 14336, 32 heads / 8 kv, vocab 32000
+    dsv2lite  arch deepseek2: DeepSeek-V2-Lite, 27 layers (default cut: 4), hidden 2048, MLA
+                             (16 heads, kv_lora_rank 512, qk nope 128 + rope 64, v 128, no q
+                             lora), layer 0 dense (ff 10944), then 64 experts top-6 (ff 1408)
+                             + 2 shared, vocab 102400 (attn_kv_b layout, no YaRN)
 
 dtypes: f16 holds the random floats themselves (a convert / quantize input); q4_0 and q8_0
 blocks come from the ggml reference quantizers applied to random floats; q4_k blocks are random bytes with sane fp16 scales (valid blocks, not a fit of any
@@ -57,6 +61,11 @@ MODELS = {
     "mixtral": dict(arch="llama", layers=4, full_layers=32, hidden=4096, heads=32, kv_heads=8,
                     head_dim=128, ff=14336, experts=8, top_k=2, vocab=32000, ctx=32768,
                     qk_norm=None, rope_base=1000000.0, eps=1e-5, expert_ff_key=False),
+    "dsv2lite": dict(arch="deepseek2", layers=4, full_layers=27, hidden=2048, heads=16, kv_heads=16,
+                     head_dim=192, ff=1408, experts=64, top_k=6, vocab=102400, ctx=32768,
+                     qk_norm=None, rope_base=10000.0, eps=1e-6, expert_ff_key=True,
+                     mla=dict(kv_lora_rank=512, nope=128, rope=64, v=128), dense_ff=10944,
+                     first_dense=1, shared=2),
 }
 
 
@@ -197,8 +206,41 @@ def fresh_chunks(rng, dtype, n_elems, scale, chunk_elems=1 << 22):
 
 # ---- model layout -----------------------------------------------------------------------
 
+def layout_mla(m, wdt):
+    """DeepSeek-V2 layout (llama.cpp's deepseek2 names, attn_kv_b not split)."""
+    H, E, F, V, A = m["hidden"], m["experts"], m["ff"], m["vocab"], m["mla"]
+    nh, r, nope, rope, v = m["heads"], A["kv_lora_rank"], A["nope"], A["rope"], A["v"]
+    t = [("token_embd.weight", [H, V], wdt, 0.05)]
+    for i in range(m["layers"]):
+        b = "blk.%d." % i
+        t.append((b + "attn_norm.weight", [H], "f32", "ones"))
+        t.append((b + "attn_q.weight", [H, nh * (nope + rope)], wdt, 0.03))
+        t.append((b + "attn_kv_a_mqa.weight", [H, r + rope], wdt, 0.03))
+        t.append((b + "attn_kv_a_norm.weight", [r], "f32", "ones"))
+        t.append((b + "attn_kv_b.weight", [r, nh * (nope + v)], wdt, 0.03))
+        t.append((b + "attn_output.weight", [nh * v, H], wdt, 0.03))
+        t.append((b + "ffn_norm.weight", [H], "f32", "ones"))
+        if i < m["first_dense"]:
+            t.append((b + "ffn_gate.weight", [H, m["dense_ff"]], wdt, 0.03))
+            t.append((b + "ffn_up.weight", [H, m["dense_ff"]], wdt, 0.03))
+            t.append((b + "ffn_down.weight", [m["dense_ff"], H], wdt, 0.03))
+            continue
+        t.append((b + "ffn_gate_inp.weight", [H, E], "f32", 0.05))
+        t.append((b + "ffn_gate_exps.weight", [H, F, E], wdt, 0.03))
+        t.append((b + "ffn_up_exps.weight", [H, F, E], wdt, 0.03))
+        t.append((b + "ffn_down_exps.weight", [F, H, E], wdt, 0.03))
+        t.append((b + "ffn_gate_shexp.weight", [H, F * m["shared"]], wdt, 0.03))
+        t.append((b + "ffn_up_shexp.weight", [H, F * m["shared"]], wdt, 0.03))
+        t.append((b + "ffn_down_shexp.weight", [F * m["shared"], H], wdt, 0.03))
+    t.append(("output_norm.weight", [H], "f32", "ones"))
+    t.append(("output.weight", [H, V], wdt, 0.03))
+    return t
+
+
 def layout(m, wdt):
     """List of (name, dims (ne0 first), dtype, init) — init: 'ones' or a uniform scale."""
+    if "mla" in m:
+        return layout_mla(m, wdt)
     H, E, F, V = m["hidden"], m["experts"], m["ff"], m["vocab"]
     qd, kvd = m["heads"] * m["head_dim"], m["kv_heads"] * m["head_dim"]
     t = [("token_embd.weight", [H, V], wdt, 0.05)]
@@ -251,6 +293,16 @@ def metadata(m, wdt, name):
     ]
     if m["expert_ff_key"]:
         kv.append((a + ".expert_feed_forward_length", T_U32, m["ff"]))
+    if "mla" in m:
+        A = m["mla"]
+        kv = [x for x in kv if x[0] not in (a + ".attention.value_length", a + ".rope.dimension_count",
+                                            a + ".feed_forward_length")]
+        kv += [(a + ".attention.value_length", T_U32, A["v"]), (a + ".rope.dimension_count", T_U32, A["rope"]),
+               (a + ".attention.kv_lora_rank", T_U32, A["kv_lora_rank"]),
+               (a + ".feed_forward_length", T_U32, m["dense_ff"]),
+               (a + ".leading_dense_block_count", T_U32, m["first_dense"]),
+               (a + ".expert_shared_count", T_U32, m["shared"]), (a + ".expert_weights_scale", T_F32, 1.0),
+               (a + ".expert_weights_norm", T_BOOL, False), (a + ".expert_gating_func", T_U32, 1)]
     kv += [
         ("tokenizer.ggml.model", T_STR, "llama"),
         ("tokenizer.ggml.tokens", T_ARR, (T_STR, toks)),
@@ -334,6 +386,8 @@ def main():
     if a.list or not a.model:
         for k, m in MODELS.items():
             for dt in ("q4_0", "q8_0", "q4_k"):
+                if any(d[0] % DTYPES[dt][1] for _, d, t, _ in layout(m, dt) if t != "f32"):
+                    continue  # rows this block size does not divide (DeepSeek's dense ff with q4_k)
                 tot = sum(nbytes(d, t if t == "f32" else dt)[0] for _, d, t, _ in layout(m, dt))
                 print("%-9s %-5s layers %2d  %.2f GiB" % (k, dt, m["layers"], tot / 2**30))
         return 0

@@ -34,13 +34,39 @@ typedef struct clb_attn {
     float *mla_qa;  /* [B][q_lora_rank] (MLA) */
     float *mla_ckv; /* [B][kv_lora_rank + n_rot] (MLA) latent + shared rope key */
     float *mla_kvb; /* [B][n_head * (nope + head_dim_v)] (MLA) decompressed K/V */
-    float *scores;  /* [n_threads][n_head / n_kv][max_seq] scores of one (token, K/V head) */
+    float *scores;  /* plain: [n_threads][n_head / n_kv][max_seq] scores of one (token, K/V head) */
+    /* flash attention (attention.c) */
+    bool flash;         /* flash attention (else the plain path, f32 caches only) */
+    uint8_t *qq;        /* [B][n_head][qrow] queries in the key type's query format */
+    uint64_t qrow;      /* bytes of one of them */
+    int32_t *order;     /* [B] the batch's tokens sorted by sequence (stable) */
+    void *tiles;        /* [B * n_head] query tiles of the current layer */
+    float *work;        /* [n_threads][work_floats] per-thread tiles and states */
+    size_t work_floats;
+    float *part;        /* [part_floats] key-split partial states (decoding at long context) */
+    size_t part_floats;
+    /* MLA with the latent cached (kv.layers[l].v_in_k): the up-projections absorbed per head */
+    clb_weight *wuk;    /* [n_layer][n_head] W_uk^T [kv_lora_rank][nope]: f32 from f32 files, else f16 */
+    clb_weight *wuv;    /* [n_layer][n_head] W_uv [head_dim_v][kv_lora_rank]: wkv_b's rows, its type */
+    uint8_t *mla_w;     /* their bytes */
+    float *q_abs;       /* [B][n_head][k_pad] absorbed queries: [W_uk^T q_nope, 0.., q_pe, 0..] */
+    float *o_lat;       /* [B][n_head][kv_lora_rank] attention output in the latent space */
+    clb_mm_job *jobs;   /* [n_head] per-head products */
 } clb_attn;
+
+/* Attention settings of colibri_params, resolved (clb_attn_init). */
+typedef struct clb_attn_params {
+    clb_kv_params kv;
+    int flash;          /* 1 on, -1 off (f32 caches only), 0 auto: flash unless both caches are f32 */
+} clb_attn_params;
 
 /* Lays out the KV cache (kv_cache.h) and records the context; buffers come later
    (clb_attn_carve). mm, rope and pool stay the caller's. */
-int clb_attn_init(clb_attn *a, const clb_hparams *hp, const clb_kernels *k, const clb_mm_ctx *mm,
-                  const clb_rope *rope, clb_pool *pool, int n_threads, int n_batch, const clb_kv_params *kp);
+int clb_attn_init(clb_attn *a, const clb_hparams *hp, const clb_layer *layers, const clb_kernels *k,
+                  const clb_mm_ctx *mm, const clb_rope *rope, clb_pool *pool, int n_threads, int n_batch,
+                  const clb_attn_params *ap);
+/* Bytes of the matrix-product scratch (clb_mm_ctx.qbuf) the attention needs beyond one product. */
+uint64_t clb_attn_qbuf_bytes(const clb_attn *a);
 void clb_attn_free(clb_attn *a);
 /* Takes the activation buffers from the arena (called twice: sizing, then handing out). */
 void clb_attn_carve(clb_attn *a, clb_arena *ar);

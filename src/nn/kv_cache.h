@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #include "model/model.h"
+#include "nn/ops.h"
 
 #define CLB_KV_TILE 32 /* positions per attention key tile; ring sizes are multiples of it */
 
@@ -31,8 +32,15 @@ typedef struct clb_kv_layer {
     bool ring;             /* position p lives in slot p % slots */
     int32_t window, chunk; /* the layer's clb_attn_layer window / chunk (0 = off) */
     int32_t n_head;        /* cached heads */
-    int32_t k_dim, v_dim;  /* elements per K / V row */
-    bool v_in_k;           /* V is the first v_dim elements of the K row (MLA latent) */
+    int32_t k_dim, v_dim;  /* elements of a K / V row */
+    int32_t k_pad, v_pad;  /* elements stored per row: rounded up to the type's block of 32
+                              for q8_0 / q4_0 (zeros after the values, which change no dot
+                              product), so any head size can use any type */
+    int32_t k_seg;         /* MLA latent: the latent's elements; a K row is [latent, zeros to
+                              v_pad, rope key, zeros to k_pad]; 0 for other layers */
+    bool v_in_k;           /* V is the first v_pad elements of the K row (MLA latent) */
+    bool rope;             /* K rows hold rotated dims (a context shift re-rotates them) ... */
+    int32_t rope_off;      /* ... n_rot of them from this element of the row */
     uint64_t k_row, v_row; /* bytes per row */
     uint64_t k_off, v_off; /* the layer's K and V blocks in a sequence's region */
 } clb_kv_layer;
@@ -51,6 +59,7 @@ typedef struct clb_kv_cache {
     uint8_t *data;         /* [n_seq][seq_bytes], 64-byte aligned */
     int32_t *lo;           /* [n_seq][n_layer] */
     bool any_ring;
+    float *pad;            /* [max k_pad, v_pad] scratch of the writes */
 } clb_kv_cache;
 
 /* Lays out and allocates the cache (pages are touched only when written). Errors name the
@@ -84,13 +93,19 @@ static inline uint64_t clb_kv_vstride(const clb_kv_cache *c, int l) {
 }
 
 /* Stores K (and V) rows of n_head heads of one position: k [n_head][k_dim], v [n_head][v_dim]
-   f32, converted to the cache's types; v is ignored for a v_in_k layer. */
+   f32 (MLA latent: k = [latent | rope key]), converted to the cache's types and padded;
+   v is ignored for a v_in_k layer. */
 void clb_kv_write(clb_kv_cache *c, int seq, int l, int64_t pos, const float *k, const float *v);
 /* The lowest position a query at pos of layer l may see (window, chunk, what a ring holds). */
 int64_t clb_kv_first(const clb_kv_cache *c, int seq, int l, int64_t pos);
 /* After a sequence is cut to n positions: how many it can keep such that every layer still
    holds what the next query reaches (n, or 0 when a ring has already dropped part of it). */
 int32_t clb_kv_keepable(const clb_kv_cache *c, int seq, int32_t n);
+/* Context shift of sequence seq holding n positions: positions [keep, keep + d) are dropped,
+   [keep + d, n) move down by d and their keys are rotated back by d. A layer keeping only
+   its window loses what it held of [0, keep) (a window that reached back into the kept
+   prefix sees less of it), as llama.cpp's cache does. */
+void clb_kv_shift(clb_kv_cache *c, const clb_rope *rope, int n_rot, int seq, int32_t n, int32_t keep, int32_t d);
 /* Forgets everything of sequence seq (its rings start empty). */
 void clb_kv_clear(clb_kv_cache *c, int seq);
 

@@ -112,11 +112,11 @@ void clb_rope_free(clb_rope *r) {
     r->inv_freq = NULL;
 }
 
-void clb_rope_apply(const clb_rope *r, float *x, int n_heads, int head_dim, int offset, int pos) {
+static void rope_rotate(const clb_rope *r, float *x, int n_heads, int head_dim, int offset, int pos, float scale) {
     int half = r->n_rot / 2;
     for (int i = 0; i < half; i++) {
         double a = (double)pos * r->inv_freq[i];
-        float c = (float)cos(a) * r->attn_factor, s = (float)sin(a) * r->attn_factor;
+        float c = (float)cos(a) * scale, s = (float)sin(a) * scale;
         for (int h = 0; h < n_heads; h++) {
             float *v = x + (int64_t)h * head_dim + offset;
             int i0, i1;
@@ -132,4 +132,12 @@ void clb_rope_apply(const clb_rope *r, float *x, int n_heads, int head_dim, int 
             v[i1] = x0 * s + x1 * c;
         }
     }
+}
+
+void clb_rope_apply(const clb_rope *r, float *x, int n_heads, int head_dim, int offset, int pos) {
+    rope_rotate(r, x, n_heads, head_dim, offset, pos, r->attn_factor);
+}
+
+void clb_rope_shift(const clb_rope *r, float *x, int n_heads, int head_dim, int offset, int delta) {
+    rope_rotate(r, x, n_heads, head_dim, offset, delta, 1.0f);
 }

@@ -30,6 +30,9 @@ int clb_rope_init(clb_rope *r, const clb_hparams *hp, const float *freqs);
 void clb_rope_free(clb_rope *r);
 /* Rotates dims [offset, offset + n_rot) of each of n_heads vectors of length head_dim at pos. */
 void clb_rope_apply(const clb_rope *r, float *x, int n_heads, int head_dim, int offset, int pos);
+/* Rotates already rotated vectors by delta positions more (the rotation alone, no attention
+   factor: R(p + delta) = R(delta) R(p)), as a context shift moves cached keys. */
+void clb_rope_shift(const clb_rope *r, float *x, int n_heads, int head_dim, int offset, int delta);
 
 /* Matrix products: Y[t][r] = sum_c W[r][c] * X[t][c] for t < n_tok, split over the pool by
    rows of W. X rows are first converted to W's activation format in `qbuf` (sized by

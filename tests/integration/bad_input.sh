@@ -91,8 +91,20 @@ expect_fail "corrupt" verify "$WORK/flip.colibri"
 # run-time errors
 expect_fail "out of range" run -m "$WORK/good.colibri" --tokens 1,5,512
 expect_fail "out of range" run -m "$WORK/good.colibri" --tokens 1,-3
-expect_fail "max_seq_len" run -m "$WORK/good.colibri" --tokens 1,2,3,4,5 -n 20 --max-seq-len 8
 expect_fail "max_seq_len" run -m "$WORK/good.colibri" --tokens 1,2,3,4,5,6,7,8,9 -n 1 --max-seq-len 8
+# a full context is never an error mid-stream: it shifts (llama.cpp's context shift), or with
+# --no-context-shift generation stops with a message and status 0
+if "$COLIBRI" run -m "$WORK/good.colibri" --tokens 1,2,3,4,5 -n 20 --max-seq-len 8 >"$WORK/out" 2>"$WORK/err"; then
+    [ "$(wc -w <"$WORK/out")" -eq 20 ] || fail "context shift: $(wc -w <"$WORK/out") ids, want 20"
+else
+    fail "context shift: status $? ($(cat "$WORK/err"))"
+fi
+if "$COLIBRI" run -m "$WORK/good.colibri" --tokens 1,2,3,4,5 -n 20 --max-seq-len 8 --no-context-shift >"$WORK/out" 2>"$WORK/err"; then
+    [ "$(wc -w <"$WORK/out")" -eq 4 ] || fail "--no-context-shift: $(wc -w <"$WORK/out") ids, want 4"
+    grep -q "context is full" "$WORK/err" || fail "--no-context-shift: no message: $(cat "$WORK/err")"
+else
+    fail "--no-context-shift: status $? ($(cat "$WORK/err"))"
+fi
 # wrong arguments
 expect_fail "unknown option" run -m "$WORK/good.colibri" --tokens 1 --frobnicate
 expect_fail "not a count" run -m "$WORK/good.colibri" --tokens 1 -n abc

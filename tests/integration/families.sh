@@ -26,7 +26,7 @@ case_() {
         || { fail "$name: hf_ref failed"; return; }
     colibri_convert "$dir" "$WORK/$name.colibri" --dtype f32 || return
     for m in "$WORK/$name.colibri" "$dir"; do
-        colibri_run "$WORK/$name.ids" -m "$m" --tokens "$toks" -n $NGEN --threads 2 --dump-logits "$WORK/$name.logits" || continue
+        colibri_run "$WORK/$name.ids" $F32KV -m "$m" --tokens "$toks" -n $NGEN --threads 2 --dump-logits "$WORK/$name.logits" || continue
         vocab=$("$PYTHON" -c "import json,sys; print(json.load(open(sys.argv[1]))['vocab_size'])" "$dir/config.json")
         check "$PYTHON" "$REF/compare.py" logits "$WORK/$name.logits" "$WORK/$name.ref" --vocab "$vocab" \
             --max-rel-row "$TOL" --min-argmax 1 --label "$name ($(basename "$m")) vs hf_ref"
@@ -71,10 +71,36 @@ for fam in qwen2:Qwen2ForCausalLM:bias qwen3:Qwen3ForCausalLM:norm; do
     toks=$(csv "$(cat "$dir/tokens.txt")")
     "$PYTHON" "$REF/hf_ref.py" "$dir" --tokens "$toks" --out "$WORK/$name.ref" --greedy $NGEN >"$WORK/$name.ref.ids" \
         || { fail "$name: hf_ref failed"; continue; }
-    colibri_run "$WORK/$name.ids" -m "$dir" --tokens "$toks" -n $NGEN --dump-logits "$WORK/$name.logits" || continue
+    colibri_run "$WORK/$name.ids" $F32KV -m "$dir" --tokens "$toks" -n $NGEN --dump-logits "$WORK/$name.logits" || continue
     check "$PYTHON" "$REF/compare.py" logits "$WORK/$name.logits" "$WORK/$name.ref" --vocab 160 \
         --max-rel-row "$TOL" --min-argmax 1 --label "$name vs hf_ref"
     check "$PYTHON" "$REF/compare.py" greedy "$WORK/$name.ids" "$WORK/$name.ref.ids" --label "$name greedy"
+done
+
+# MLA with the latent cached (the default) against K/V decompressed per head, as the model's
+# code computes: the same logits within float rounding (1e-5 of each row's largest), for the
+# plain path and flash attention; then the latent cached in f16 and q8_0 against hf_ref
+# (q8_0 bounds leave room for an expert chosen differently: these random routers have
+# margins for float32 only).
+for name in dsv2-q dsv2-noq dsv3; do
+    dir="$WORK/$name"
+    [ -f "$dir/config.json" ] || continue
+    toks=$(csv "$(cat "$dir/tokens.txt")")
+    vocab=$("$PYTHON" -c "import json,sys; print(json.load(open(sys.argv[1]))['vocab_size'])" "$dir/config.json")
+    colibri_run "$WORK/$name.dec.ids" $F32KV --mla decompressed -m "$dir" --tokens "$toks" -n 1 \
+        --dump-logits "$WORK/$name.dec" || continue
+    for fa in off on; do
+        colibri_run "$WORK/$name.lat.ids" $F32KV --mla latent -fa $fa -m "$dir" --tokens "$toks" -n 1 --batch 7 \
+            --dump-logits "$WORK/$name.lat" || continue
+        check "$PYTHON" "$REF/compare.py" logits "$WORK/$name.lat" "$WORK/$name.dec" --vocab "$vocab" --max-rel-row 1e-5 \
+            --min-argmax 1 --label "$name MLA latent (flash $fa) vs decompressed"
+    done
+    for t in f16 q8_0; do
+        colibri_run "$WORK/$name.$t.ids" -ctk $t --mla latent -m "$dir" --tokens "$toks" -n 1 \
+            --dump-logits "$WORK/$name.$t" || continue
+        check "$PYTHON" "$REF/compare.py" logits "$WORK/$name.$t" "$WORK/$name.ref" --vocab "$vocab" \
+            --rms-std "$([ $t = f16 ] && echo 2e-3 || echo 0.12)" --min-argmax 0.9 --label "$name MLA latent $t vs hf_ref"
+    done
 done
 
 # Sliding windows, chunked layers and attention sinks (clb_attn_layer): the layer patterns
@@ -93,7 +119,7 @@ attn_case() { # NAME "GEN ARGS" "RUN ARGS"
         || { fail "$name: hf_ref failed"; return; }
     vocab=$("$PYTHON" -c "import json,sys; print(json.load(open(sys.argv[1]))['vocab_size'])" "$dir/config.json")
     # shellcheck disable=SC2086
-    colibri_run "$WORK/$name.ids" -m "$dir" --tokens "$toks" -n $NGEN --threads 2 --dump-logits "$WORK/$name.logits" $3 || return
+    colibri_run "$WORK/$name.ids" $F32KV -m "$dir" --tokens "$toks" -n $NGEN --threads 2 --dump-logits "$WORK/$name.logits" $3 || return
     check "$PYTHON" "$REF/compare.py" logits "$WORK/$name.logits" "$WORK/$name.ref" --vocab "$vocab" \
         --max-rel-row "$TOL" --min-argmax 1 --label "$name vs hf_ref"
     check "$PYTHON" "$REF/compare.py" greedy "$WORK/$name.ids" "$WORK/$name.ref.ids" --label "$name greedy"

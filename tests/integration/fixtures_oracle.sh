@@ -25,7 +25,7 @@ for fx in mixtral llama-dense qwen2moe olmoe; do
     f="$fx-$src"
     echo "== $fx from $src"
     toks=$(csv "$(cat "$d/tokens.txt")")
-    if colibri_run "$WORK/$f.ids" -m "$model" --tokens "$toks" -n 24 --threads "$THREADS" \
+    if colibri_run "$WORK/$f.ids" $F32KV -m "$model" --tokens "$toks" -n 24 --threads "$THREADS" \
         --dump-logits "$WORK/$f.logits"; then
         check "$PYTHON" "$REF/compare.py" logits "$WORK/$f.logits" "$d/logits-f32.bin" --vocab 512 \
             --max-rel-row "$TOL" --min-argmax 1 --label "$f prompt logits vs llama.cpp logits-f32"
@@ -33,7 +33,7 @@ for fx in mixtral llama-dense qwen2moe olmoe; do
             --label "$f greedy (-n 24) vs greedy-f32"
     fi
     full=$(csv "$(cat "$d/tokens.txt") $(cat "$d/greedy-f32.txt")")
-    if colibri_run "$WORK/$f-full.ids" -m "$model" --tokens "$full" -n 1 --threads "$THREADS" \
+    if colibri_run "$WORK/$f-full.ids" $F32KV -m "$model" --tokens "$full" -n 1 --threads "$THREADS" \
         --dump-logits "$WORK/$f-full.logits"; then
         check "$PYTHON" "$REF/compare.py" logits "$WORK/$f-full.logits" "$d/logits-f32.bin" --vocab 512 \
             --got-rows 0:40 --max-rel-row "$TOL" --min-argmax 1 \

@@ -80,7 +80,7 @@ case_() {
         models="$models $WORK/$name.colibri"
     fi
     for m in $models; do
-        colibri_run "$WORK/$name.ids" -m "$m" --tokens "$toks" -n $NGEN --threads 2 --dump-logits "$WORK/$name.logits" || continue
+        colibri_run "$WORK/$name.ids" $F32KV -m "$m" --tokens "$toks" -n $NGEN --threads 2 --dump-logits "$WORK/$name.logits" || continue
         check "$PYTHON" "$REF/compare.py" logits "$WORK/$name.logits" "$WORK/$name.ref" --vocab "$vocab" \
             --max-rel-row "$TOL" --min-argmax 1 --label "$name ($(basename "$m")) vs hf_ref"
         check "$PYTHON" "$REF/compare.py" greedy "$WORK/$name.ids" "$WORK/$name.ref.ids" --label "$name greedy"

@@ -60,10 +60,10 @@ for v in q8_0 q4_0 q4_k_m q6_k f32; do
     fi
     for m in $models; do
         case $m in *.gguf) src=gguf ;; *) src=colibri ;; esac
-        colibri_run "$WORK/$v.$src.ids" -m "$m" --tokens "$toks" -n 24 --threads "$THREADS" \
+        colibri_run "$WORK/$v.$src.ids" $F32KV -m "$m" --tokens "$toks" -n 24 --threads "$THREADS" \
             --dump-logits "$WORK/$v.$src.logits" || continue
         full=$(csv "$(cat "$d/tokens.txt") $(cat "$d/greedy-$v.txt")")
-        colibri_run "$WORK/$v.$src.full.ids" -m "$m" --tokens "$full" -n 1 --batch 1 --threads "$THREADS" \
+        colibri_run "$WORK/$v.$src.full.ids" $F32KV -m "$m" --tokens "$full" -n 1 --batch 1 --threads "$THREADS" \
             --dump-logits "$WORK/$v.$src.full.logits" || continue
         if [ "$v" = f32 ]; then
             check "$PYTHON" "$REF/compare.py" logits "$WORK/$v.$src.logits" "$d/logits-f32.bin" --vocab 512 \

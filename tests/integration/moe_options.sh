@@ -9,7 +9,8 @@ HF="$FX/mixtral/hf"
 toks=$(csv "$(cat "$FX/mixtral/tokens.txt")")
 run_logits() { # MODEL OUT [args]
     m=$1; o=$2; shift 2
-    "$COLIBRI" run -m "$m" --tokens "$toks" -n 1 --dump-logits "$o" "$@" >/dev/null 2>"$WORK/err" \
+    # shellcheck disable=SC2086 # F32KV: two options
+    "$COLIBRI" run -m "$m" --tokens "$toks" -n 1 --dump-logits "$o" $F32KV "$@" >/dev/null 2>"$WORK/err" \
         || { fail "run $m $*: $(cat "$WORK/err")"; return 1; }
 }
 expert_dtypes() { # MODEL -> "layer:expert:dtype" lines from the .colibri index

@@ -89,7 +89,7 @@ one_case() {
     # shellcheck disable=SC2086
     colibri_convert "$dir" "$WORK/$tag.colibri" $convargs || return
     if [ "$quantized" -eq 0 ]; then
-        colibri_run "$WORK/$tag.ids" -m "$WORK/$tag.colibri" --tokens "$toks" -n $NGEN --threads "$THREADS" \
+        colibri_run "$WORK/$tag.ids" $F32KV -m "$WORK/$tag.colibri" --tokens "$toks" -n $NGEN --threads "$THREADS" \
             --dump-logits "$WORK/$tag.logits" || return
         check "$PYTHON" "$REF/compare.py" logits "$WORK/$tag.logits" "$WORK/$tag.ref" --vocab 256 \
             --max-rel-row "$FTOL" --min-argmax 1 --label "$tag logits vs hf_ref"
@@ -99,12 +99,12 @@ one_case() {
     for isa in $Q_ISAS; do
         run="$tag"
         if [ "$isa" = default ]; then
-            colibri_run "$WORK/$run.ids" -m "$WORK/$tag.colibri" --tokens "$toks" -n $NGEN \
+            colibri_run "$WORK/$run.ids" $F32KV -m "$WORK/$tag.colibri" --tokens "$toks" -n $NGEN \
                 --threads "$THREADS" --dump-logits "$WORK/$run.logits" || continue
         else
             run="$tag-$isa"
             export COLIBRI_ISA="$isa"
-            colibri_run "$WORK/$run.ids" -m "$WORK/$tag.colibri" --tokens "$toks" -n $NGEN \
+            colibri_run "$WORK/$run.ids" $F32KV -m "$WORK/$tag.colibri" --tokens "$toks" -n $NGEN \
                 --threads "$THREADS" --dump-logits "$WORK/$run.logits"
             st=$?
             unset COLIBRI_ISA

@@ -7,6 +7,9 @@
 #                                show stderr and fail the test when the CLI fails)
 #   fail MSG / check CMD...      record a failure (the test continues, exits 1 at the end)
 PYTHON=${PYTHON:-/usr/bin/python3}
+# the f32 KV cache: what comparisons against float32 references (llama.cpp's f32-cache
+# fixtures, hf_ref.py) must run with (the default cache type is f16)
+F32KV="--cache-type-k f32 --cache-type-v f32"
 REF="$ROOT/tests/reference"
 FX="$ROOT/tests/fixtures"
 WORK=${WORK:-$(mktemp -d "${TMPDIR:-/tmp}/colibri-it.XXXXXX")}
