@@ -77,7 +77,7 @@ int colibri_seq_tokens(const colibri_engine_t *e, int32_t seq, int32_t *ids, siz
     if (n) *n = have;
     if (cap < have || (have && !ids))
         return clb_err(COLIBRI_ERR_ARG, "buffer of %zu ids, sequence %d holds %zu", cap, seq, have);
-    memcpy(ids, e->seq_tokens + (int64_t)seq * e->max_seq, sizeof(int32_t) * have);
+    if (have) memcpy(ids, e->seq_tokens + (int64_t)seq * e->max_seq, sizeof(int32_t) * have);
     return COLIBRI_OK;
 }
 
