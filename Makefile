@@ -133,7 +133,7 @@ build/$(ARCH)-static/cjson/libcjson.a:
 
 FUZZ_SECONDS ?= 60
 fuzz:
-	sh tests/fuzz/run.sh $(FUZZ_SECONDS)
+	FUZZ_LIBS="$(LIBS)" sh tests/fuzz/run.sh $(FUZZ_SECONDS)
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin

@@ -16,7 +16,8 @@ CC=${FUZZ_CC:-clang}
 OUT=build/fuzz
 SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
 CFLAGS="-std=c11 -D_GNU_SOURCE -O1 -g -Iinclude -Isrc -pthread $SAN"
-LIBS="-lcjson -lpcre2-8 -lzstd -lcrypto -lz -lm -pthread"
+# the libraries the engine links: the Makefile passes its own list (FUZZ_LIBS)
+LIBS=${FUZZ_LIBS:?run through make fuzz, which passes the libraries of the engine}
 JOBS=${FUZZ_JOBS:-2}
 
 case "$SECS" in ''|*[!0-9]*) echo "usage: $0 SECONDS [TARGET...]" >&2; exit 2 ;; esac
