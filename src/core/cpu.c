@@ -11,6 +11,9 @@
 #ifndef HWCAP_ASIMDDP
 #define HWCAP_ASIMDDP (1 << 20)
 #endif
+#ifndef HWCAP2_I8MM
+#define HWCAP2_I8MM (1 << 13)
+#endif
 #ifndef HWCAP_FPHP
 #define HWCAP_FPHP (1 << 9)
 #endif
@@ -52,6 +55,7 @@ static void detect(void) {
     unsigned long hw = getauxval(AT_HWCAP);
     feats.dotprod = (hw & HWCAP_ASIMDDP) != 0;
     feats.fp16 = (hw & HWCAP_FPHP) != 0;
+    feats.i8mm = (getauxval(AT_HWCAP2) & HWCAP2_I8MM) != 0;
 #endif
 #endif
     detected = 1;
@@ -75,6 +79,7 @@ const char *clb_cpu_describe(void) {
     if (f->avx512vbmi) strcat(desc, "avx512vbmi ");
     if (f->neon) strcat(desc, "neon ");
     if (f->dotprod) strcat(desc, "dotprod ");
+    if (f->i8mm) strcat(desc, "i8mm ");
     if (f->fp16) strcat(desc, "fp16 ");
     size_t n = strlen(desc);
     if (n) desc[n - 1] = 0;

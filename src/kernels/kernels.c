@@ -8,6 +8,9 @@
  * CPUID.(EAX=7,ECX=1):EAX bit 4, with the OS saving YMM state, which AVX2 already needs).
  * "avx512" is that table with the Q4_0 and Q8_0 products on 512-bit VNNI/VBMI kernels
  * (AVX-512 F, BW, VL, VNNI and VBMI, with the OS saving the ZMM state).
+ * On AArch64 every NEON table also computes Q4_0, Q8_0 and Q4_K on packed rows
+ * (arm_neon_pack.c): "neon" with base Advanced SIMD, "neon+dotprod" with SDOT, and
+ * "neon+i8mm" (FEAT_DotProd and FEAT_I8MM, HWCAP2_I8MM) with USDOT for Q8_0.
  */
 #include <pthread.h>
 #if defined(__x86_64__)
@@ -20,7 +23,7 @@
 #include "core/cpu.h"
 #include "kernels/kernels_impl.h"
 
-enum { ISA_GENERIC, ISA_AVX2, ISA_AVX2_VNNI, ISA_AVX512, ISA_NEON, ISA_NEON_DOT, ISA_COUNT };
+enum { ISA_GENERIC, ISA_AVX2, ISA_AVX2_VNNI, ISA_AVX512, ISA_NEON, ISA_NEON_DOT, ISA_NEON_I8MM, ISA_COUNT };
 
 static clb_kernels tables[ISA_COUNT];
 static clb_mdot_fn mdots[ISA_COUNT][CLB_DT_COUNT]; /* blocked kernels per table (kernels_impl.h) */
@@ -72,13 +75,23 @@ static void build(void) {
     if (cpu->neon) {
         clb_kernels_fill_generic(&tables[ISA_NEON]);
         clb_kernels_fill_neon(&tables[ISA_NEON], false);
+        clb_kernels_fill_neon_pack(&tables[ISA_NEON], pgemms[ISA_NEON], rgemms[ISA_NEON], 0);
         available[ISA_NEON] = true;
         best_simd = &tables[ISA_NEON];
         if (cpu->dotprod) {
             clb_kernels_fill_generic(&tables[ISA_NEON_DOT]);
             clb_kernels_fill_neon(&tables[ISA_NEON_DOT], true);
+            clb_kernels_fill_neon_pack(&tables[ISA_NEON_DOT], pgemms[ISA_NEON_DOT], rgemms[ISA_NEON_DOT], 1);
             available[ISA_NEON_DOT] = true;
             best_simd = &tables[ISA_NEON_DOT];
+            if (cpu->i8mm) {
+                clb_kernels_fill_generic(&tables[ISA_NEON_I8MM]);
+                clb_kernels_fill_neon(&tables[ISA_NEON_I8MM], true);
+                clb_kernels_fill_neon_pack(&tables[ISA_NEON_I8MM], pgemms[ISA_NEON_I8MM], rgemms[ISA_NEON_I8MM], 2);
+                tables[ISA_NEON_I8MM].isa = "neon+i8mm";
+                available[ISA_NEON_I8MM] = true;
+                best_simd = &tables[ISA_NEON_I8MM];
+            }
         }
     }
 #endif

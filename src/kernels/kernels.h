@@ -101,7 +101,7 @@ typedef float (*clb_fa_exp_sum_fn)(int64_t n, float *x, float m);
 static inline int clb_fa_query_type(int t) { return t == CLB_DT_Q8_0 || t == CLB_DT_Q4_0 ? CLB_DT_Q8_0 : CLB_DT_F32; }
 
 typedef struct clb_kernels {
-    const char *isa; /* "generic", "avx2", "neon", "neon+dotprod" */
+    const char *isa; /* "generic", "avx2", "avx2+vnni", "avx512", "neon", "neon+dotprod", "neon+i8mm" */
     /* vec_dot[t](n, &out, w_row, x_row): out = sum_i w[i] * x[i], w of dtype t, x in
        clb_type(t)->vec_dot_type format. NULL when t is not a weight type. */
     clb_vec_dot_fn vec_dot[CLB_DT_COUNT];

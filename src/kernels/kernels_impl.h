@@ -204,6 +204,30 @@ clb_mdot_fn clb_kernels_mdot(const clb_kernels *k, int dtype);
    the two give bit-identical outputs, so a weight may be packed in memory or not. */
 typedef void (*clb_pgemm_fn)(int64_t cols, int64_t n_groups, int nt, const void *w, uint64_t group_stride,
                              const void *x, uint64_t x_stride, float *y, int64_t y_stride);
+/* A clb_pgemm_fn over any number of groups and tokens from a tile TILE(n_blocks, T, w, rs,
+   x, xs, y, ys) of one group against T <= TMAX (at most 4) tokens, T a constant (rs: the row
+   stride of row-major groups). */
+#define CLB_PT_(TMAX, n) ((TMAX) < (n) ? (TMAX) : (n))
+#define CLB_DEFINE_PGEMM(NAME, BLOCK, TMAX, TILE)                                                         \
+    static void NAME(int64_t cols, int64_t n_groups, int nt, const void *w, uint64_t gs, const void *x,    \
+                     uint64_t xs, float *y, int64_t ys) {                                                  \
+        const int64_t nb = cols / (BLOCK);                                                                 \
+        const uint64_t rs = gs / CLB_PACK_ROWS;                                                            \
+        for (int64_t g = 0; g < n_groups; g++) {                                                           \
+            const uint8_t *wg = (const uint8_t *)w + (uint64_t)g * gs;                                     \
+            float *yg = y + g * CLB_PACK_ROWS;                                                             \
+            for (int t = 0; t < nt; t += (TMAX)) {                                                         \
+                const uint8_t *xt = (const uint8_t *)x + (uint64_t)t * xs;                                 \
+                float *yt = yg + (int64_t)t * ys;                                                          \
+                switch (nt - t < (TMAX) ? nt - t : (TMAX)) {                                               \
+                case 1: TILE(nb, 1, wg, rs, xt, xs, yt, ys); break;                                        \
+                case 2: TILE(nb, CLB_PT_(TMAX, 2), wg, rs, xt, xs, yt, ys); break;                         \
+                case 3: TILE(nb, CLB_PT_(TMAX, 3), wg, rs, xt, xs, yt, ys); break;                         \
+                default: TILE(nb, CLB_PT_(TMAX, 4), wg, rs, xt, xs, yt, ys); break;                        \
+                }                                                                                          \
+            }                                                                                              \
+        }                                                                                                  \
+    }
 /* The packed kernel of table k for dtype, or NULL (then weights must not be packed), and
    its row-major twin. */
 clb_pgemm_fn clb_kernels_pgemm(const clb_kernels *k, int dtype);
@@ -242,6 +266,11 @@ void clb_kernels_rows(const clb_kernels *k, int dtype, int64_t cols, int64_t r0,
 void clb_kernels_fill_avx2_mdot(clb_kernels *k, clb_mdot_fn *mdot, bool vnni);
 /* x86_avx512.c: on top of an AVX2 table, the AVX-512 VNNI/VBMI Q4_0 and Q8_0 kernels */
 void clb_kernels_fill_avx512_mdot(clb_kernels *k, clb_mdot_fn *mdot, clb_pgemm_fn *pgemm, clb_pgemm_fn *rgemm);
+#endif
+#if defined(__aarch64__)
+/* arm_neon_pack.c: the packed-row kernels of one NEON level (0 base Advanced SIMD, 1 with
+   SDOT, 2 with SDOT and USDOT); the CPU must have that level's extensions */
+void clb_kernels_fill_neon_pack(clb_kernels *k, clb_pgemm_fn *pgemm, clb_pgemm_fn *rgemm, int level);
 #endif
 
 #endif

@@ -387,41 +387,18 @@ MD_INLINE void ptile_q4k(int64_t nsb, const int T, const int PK, const uint8_t *
     for (int t = 0; t < T; t++) _mm512_storeu_ps(y + (int64_t)t * ys, acc[t]);
 }
 
-/* clb_pgemm_fn over any number of groups and tokens, from a tile TILE(n_blocks, T, w, rs,
-   x, xs, y, ys) of one group against T <= 4 tokens (rs: the row stride of row-major groups) */
-#define DEFINE_PGEMM(NAME, BLOCK, TILE)                                                                   \
-    static void NAME(int64_t cols, int64_t n_groups, int nt, const void *w, uint64_t gs, const void *x,    \
-                     uint64_t xs, float *y, int64_t ys) {                                                  \
-        const int64_t nb = cols / (BLOCK);                                                                 \
-        const uint64_t rs = gs / CLB_PACK_ROWS;                                                            \
-        for (int64_t g = 0; g < n_groups; g++) {                                                           \
-            const uint8_t *wg = (const uint8_t *)w + (uint64_t)g * gs;                                     \
-            float *yg = y + g * CLB_PACK_ROWS;                                                             \
-            for (int t = 0; t < nt; t += 4) {                                                              \
-                const uint8_t *xt = (const uint8_t *)x + (uint64_t)t * xs;                                 \
-                float *yt = yg + (int64_t)t * ys;                                                          \
-                switch (nt - t < 4 ? nt - t : 4) {                                                         \
-                case 1: TILE(nb, 1, wg, rs, xt, xs, yt, ys); break;                                        \
-                case 2: TILE(nb, 2, wg, rs, xt, xs, yt, ys); break;                                        \
-                case 3: TILE(nb, 3, wg, rs, xt, xs, yt, ys); break;                                        \
-                default: TILE(nb, 4, wg, rs, xt, xs, yt, ys); break;                                       \
-                }                                                                                          \
-            }                                                                                              \
-        }                                                                                                  \
-    }
-
 #define PT_Q4_0(nb, T, ...) ptile(nb, T, 0, 1, __VA_ARGS__)
 #define PT_Q8_0(nb, T, ...) ptile(nb, T, 1, 1, __VA_ARGS__)
 #define RT_Q4_0(nb, T, ...) ptile(nb, T, 0, 0, __VA_ARGS__)
 #define RT_Q8_0(nb, T, ...) ptile(nb, T, 1, 0, __VA_ARGS__)
 #define PT_Q4_K(nb, T, ...) ptile_q4k(nb, T, 1, __VA_ARGS__)
 #define RT_Q4_K(nb, T, ...) ptile_q4k(nb, T, 0, __VA_ARGS__)
-DEFINE_PGEMM(pgemm512_q4_0, CLB_QK, PT_Q4_0)
-DEFINE_PGEMM(pgemm512_q8_0, CLB_QK, PT_Q8_0)
-DEFINE_PGEMM(rgemm512_q4_0, CLB_QK, RT_Q4_0)
-DEFINE_PGEMM(rgemm512_q8_0, CLB_QK, RT_Q8_0)
-DEFINE_PGEMM(pgemm512_q4_k, CLB_QK_K, PT_Q4_K)
-DEFINE_PGEMM(rgemm512_q4_k, CLB_QK_K, RT_Q4_K)
+CLB_DEFINE_PGEMM(pgemm512_q4_0, CLB_QK, 4, PT_Q4_0)
+CLB_DEFINE_PGEMM(pgemm512_q8_0, CLB_QK, 4, PT_Q8_0)
+CLB_DEFINE_PGEMM(rgemm512_q4_0, CLB_QK, 4, RT_Q4_0)
+CLB_DEFINE_PGEMM(rgemm512_q8_0, CLB_QK, 4, RT_Q8_0)
+CLB_DEFINE_PGEMM(pgemm512_q4_k, CLB_QK_K, 4, PT_Q4_K)
+CLB_DEFINE_PGEMM(rgemm512_q4_k, CLB_QK_K, 4, RT_Q4_K)
 
 /* ---- flash attention (fa_body_impl.h) ------------------------------------------------ */
 

@@ -22,7 +22,7 @@ static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
 static uint64_t rnd(void) { return tu_rand_u64(&rng_state); }
 static float rnd_f(void) { return tu_rand(&rng_state); }
 
-static const char *const simd_isas[] = {"avx2", "avx2+vnni", "avx512", "neon", "neon+dotprod"};
+static const char *const simd_isas[] = {"avx2", "avx2+vnni", "avx512", "neon", "neon+dotprod", "neon+i8mm"};
 
 /* Weight types under test and where their fp16 scale fields sit inside a block (so that
    random bytes can be turned into a block with finite, moderate scales). */
@@ -302,9 +302,15 @@ static void test_dispatch(void **state) {
     assert_null(clb_kernels_by_isa("neon"));
 #elif defined(__aarch64__)
     assert_non_null(s);
-    assert_string_equal(s->isa, cpu->dotprod ? "neon+dotprod" : "neon");
+    assert_string_equal(s->isa, cpu->dotprod && cpu->i8mm ? "neon+i8mm" : cpu->dotprod ? "neon+dotprod" : "neon");
     assert_non_null(clb_kernels_by_isa("neon"));
     assert_true((clb_kernels_by_isa("neon+dotprod") != NULL) == cpu->dotprod);
+    assert_true((clb_kernels_by_isa("neon+i8mm") != NULL) == (cpu->dotprod && cpu->i8mm));
+    /* every NEON level computes the packable types on packed rows */
+    assert_true(clb_kernels_packs(clb_kernels_by_isa("neon"), CLB_DT_Q4_0));
+    assert_true(clb_kernels_packs(clb_kernels_by_isa("neon"), CLB_DT_Q8_0));
+    assert_true(clb_kernels_packs(clb_kernels_by_isa("neon"), CLB_DT_Q4_K));
+    print_message("aarch64 CPU: %s\n", clb_cpu_describe());
     if (cpu->dotprod) /* the two variants really are different code */
         assert_true(clb_kernels_by_isa("neon")->vec_dot[CLB_DT_Q8_0] !=
                     clb_kernels_by_isa("neon+dotprod")->vec_dot[CLB_DT_Q8_0]);
