@@ -7,6 +7,7 @@
 #include "colibri.h"
 #include "attn_opts.h" /* KV cache and attention options */
 #include "mem_opts.h" /* expert memory hierarchy options */
+#include "rt_opts.h"  /* real-time options */
 
 static void help(void) {
     puts("usage: colibri bench -m MODEL [-p 128] [-n 64] [-d 0] [--threads N] [--reps R] [--json]\n"
@@ -25,13 +26,14 @@ static void help(void) {
          "  --random-decode  decode pseudo-random token ids (as llama-bench does) instead of\n"
          "                the greedy continuation: routing then varies from token to token\n"
          "  --json        one JSON object on stdout: prefill_tok_s, decode_tok_s, decode_p50_ms,\n"
-         "                decode_p99_ms, peak_rss_bytes, ... and for the decode phase the expert\n"
+         "                decode_p99_ms, decode_p999_ms, decode_max_ms, peak_rss_bytes, ... and for the decode phase the expert\n"
          "                hit_rate, bytes_read_per_token, lookahead_recall, stall_s_per_token, and\n"
          "                sched_us_per_moe_layer (mean) and _p50 (median over decoded tokens): the\n"
          "                time from a MoE layer's router output to its expert kernels running on\n"
          "                every thread, both expert dispatches, waits for expert reads excluded\n"
          ATTN_OPTS_HELP
-         MEM_OPTS_HELP);
+         MEM_OPTS_HELP
+         RT_OPTS_HELP);
 }
 
 /* The scheduler figures so far: its time less the waits for expert reads, MoE layer runs. */
@@ -76,6 +78,8 @@ int cmd_bench(int argc, char **argv) {
         if (mo > 0) continue;
         if ((mo = attn_opts_parse(&p, argc, argv, &i)) < 0) return 2;
         if (mo > 0) continue;
+        if ((mo = rt_opts_parse(&p, argc, argv, &i)) < 0) return 2;
+        if (mo > 0) continue;
         if (!(val = cli_value(argc, argv, &i))) return 2;
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) model = val;
         else if (!strcmp(a, "-p")) {
@@ -102,6 +106,7 @@ int cmd_bench(int argc, char **argv) {
     p.n_batch = (int)(depth > 0 || np >= 512 ? 512 : np > 0 ? np : 1);
     colibri_engine_t *e = colibri_init_params(model, &p);
     if (!e) return cli_fail("%s", colibri_last_error());
+    rt_opts_report(e);
     const int V = colibri_n_vocab(e);
     int32_t *prompt = malloc(sizeof(int32_t) * (size_t)(np + depth + 1));
     double *lat = malloc(sizeof(double) * (size_t)(nn * reps));
@@ -164,6 +169,7 @@ int cmd_bench(int argc, char **argv) {
         colibri_stats_t st = colibri_get_stats(e);
         double pre_m = pct(pre, (int)reps, 0.5), dec_m = pct(dec, (int)reps, 0.5);
         double p50 = nl ? pct(lat, nl, 0.5) : 0, p99 = nl ? pct(lat, nl, 0.99) : 0;
+        const double p999 = nl ? pct(lat, nl, 0.999) : 0, lmax = nl ? pct(lat, nl, 1.0) : 0;
         const double ntok = nn > 0 ? (double)nn * (double)reps : 1.0, acq = macc.hits + macc.misses;
         const double sched_us = macc.moe_runs > 0 ? (macc.sched - macc.stall) / macc.moe_runs * 1e6 : 0;
         const double sched_p50 = ns > 0 ? pct(sch, ns, 0.5) : 0;
@@ -171,23 +177,23 @@ int cmd_bench(int argc, char **argv) {
         if (json) {
             printf("{\"model\":\"%s\",\"n_prompt\":%ld,\"n_decode\":%ld,\"depth\":%ld,\"reps\":%ld,"
                    "\"kv_bytes\":%llu,\"kv_bytes_per_token\":%llu,\"prefill_tok_s\":%.3f,"
-                   "\"decode_tok_s\":%.3f,\"decode_p50_ms\":%.4f,\"decode_p99_ms\":%.4f,\"peak_rss_bytes\":%llu,"
+                   "\"decode_tok_s\":%.3f,\"decode_p50_ms\":%.4f,\"decode_p99_ms\":%.4f,\"decode_p999_ms\":%.4f,\"decode_max_ms\":%.4f,\"peak_rss_bytes\":%llu,"
                    "\"expert_pool_slots\":%d,\"expert_pool_bytes\":%llu,\"mem_accounted_bytes\":%llu,"
                    "\"hit_rate\":%.4f,\"bytes_read_per_token\":%.0f,\"lookahead_recall\":%.4f,"
                    "\"stall_s_per_token\":%.5f,\"prefetch_issued\":%.0f,\"prefetch_used\":%.0f,"
                    "\"sched_us_per_moe_layer\":%.2f,\"sched_us_per_moe_layer_p50\":%.2f,"
                    "\"decode_ms_attention\":%.3f,\"decode_ms_ffn\":%.3f,\"decode_ms_head\":%.3f}\n",
                    model, np, nn, depth, reps, (unsigned long long)st.kv_bytes, (unsigned long long)st.kv_bytes_per_token,
-                   pre_m, dec_m, p50, p99, (unsigned long long)st.peak_rss_bytes,
+                   pre_m, dec_m, p50, p99, p999, lmax, (unsigned long long)st.peak_rss_bytes,
                    st.expert_pool_slots, (unsigned long long)st.expert_pool_bytes,
                    (unsigned long long)st.mem_accounted_bytes, hit, macc.bytes / ntok, recall, macc.stall / ntok,
                    macc.pf_issued, macc.pf_used, sched_us, sched_p50, macc.t_att / ntok * 1e3,
                    macc.t_moe / ntok * 1e3, macc.t_head / ntok * 1e3);
         } else {
             printf("model:   %s\nprefill: %ld tokens at depth %ld, %.2f tok/s (median of %ld)\ndecode:  %ld tokens at depth "
-                   "%ld, %.2f tok/s (median), per token p50 %.3f ms, p99 %.3f ms\npeak RSS: %.1f MiB; KV cache %.1f MiB, "
+                   "%ld, %.2f tok/s (median), per token p50 %.3f ms, p99 %.3f ms, p99.9 %.3f ms, max %.3f ms\npeak RSS: %.1f MiB; KV cache %.1f MiB, "
                    "%llu bytes per token\n",
-                   model, np, depth, pre_m, reps, nn, depth + np, dec_m, p50, p99, st.peak_rss_bytes / 1048576.0,
+                   model, np, depth, pre_m, reps, nn, depth + np, dec_m, p50, p99, p999, lmax, st.peak_rss_bytes / 1048576.0,
                    st.kv_bytes / 1048576.0, (unsigned long long)st.kv_bytes_per_token);
             printf("decode time per token: attention %.2f ms, feed-forward %.2f ms, head %.2f ms\n",
                    macc.t_att / ntok * 1e3, macc.t_moe / ntok * 1e3, macc.t_head / ntok * 1e3);

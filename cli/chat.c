@@ -14,6 +14,7 @@
 #include "cli.h"
 #include "colibri.h"
 #include "attn_opts.h" /* KV cache, attention and context options */
+#include "rt_opts.h"   /* real-time options */
 #include "generate.h"
 
 static volatile sig_atomic_t interrupted;
@@ -38,6 +39,7 @@ static void help(void) {
            "  -t, --threads N       worker threads\n"
            "  --max-seq-len N       context length (default: min(model max, 4096))\n"
            ATTN_OPTS_HELP
+           RT_OPTS_HELP
            "  --no-context-shift    refuse a conversation longer than the context, instead of\n"
            "                        dropping the older half of it after the kept start\n"
            "  --keep N              tokens a context shift keeps (default 0 besides BOS; -1 = all)\n"
@@ -138,6 +140,8 @@ int cmd_chat(int argc, char **argv) {
         }
         if ((g = attn_opts_parse(&p, argc, argv, &i)) < 0) return 2;
         if (g > 0) continue;
+        if ((g = rt_opts_parse(&p, argc, argv, &i)) < 0) return 2;
+        if (g > 0) continue;
         if (strcmp(a, "--prompt-cache") && (g = ctx_opts_parse(&p, &co, argc, argv, &i)) < 0) return 2;
         if (g > 0) continue;
         if (!(val = cli_value(argc, argv, &i))) return 2;
@@ -157,6 +161,7 @@ int cmd_chat(int argc, char **argv) {
     go.ctx_shift = p.ctx_shift;
     colibri_engine_t *e = colibri_init_params(model, &p);
     if (!e) return cli_fail("%s", colibri_last_error());
+    rt_opts_report(e);
     if (!colibri_has_tokenizer(e)) {
         colibri_free(e);
         return cli_fail("%s: the model has no tokenizer", model);

@@ -8,6 +8,7 @@
 #include "generate.h"
 #include "attn_opts.h" /* KV cache and attention options */
 #include "mem_opts.h" /* expert memory hierarchy options */
+#include "rt_opts.h"  /* real-time options */
 
 static void help(void) {
     printf("usage: colibri run -m MODEL (-p TEXT | --tokens IDS) [-n N] [options]\n"
@@ -38,13 +39,16 @@ static void help(void) {
          ATTN_OPTS_HELP
          CTX_OPTS_HELP
          MEM_OPTS_HELP
+         RT_OPTS_HELP
          "  -h, --help            this help\n"
          "\nSampling (with -p; --tokens is always greedy):\n%s", gen_options_help());
 }
 
 static colibri_engine_t *open_engine(const char *model, const char *config, const colibri_params *p) {
     (void)config; /* read into p before the other options (cmd_run), so that they win */
-    return colibri_init_params(model, p);
+    colibri_engine_t *e = colibri_init_params(model, p);
+    if (e) rt_opts_report(e);
+    return e;
 }
 
 static char *read_text(const char *path) {
@@ -180,6 +184,8 @@ int cmd_run(int argc, char **argv) {
         if (g < 0) return 2;
         if (g > 0) continue;
         if ((g = mem_opts_parse(&p, argc, argv, &i)) < 0) return 2;
+        if (g > 0) continue;
+        if ((g = rt_opts_parse(&p, argc, argv, &i)) < 0) return 2;
         if (g > 0) continue;
         if ((g = attn_opts_parse(&p, argc, argv, &i)) < 0) return 2;
         if (g > 0) continue;

@@ -167,7 +167,29 @@ typedef struct colibri_params {
                                    their cached keys re-rotated, so generation goes on; 0 = such a
                                    call fails with COLIBRI_ERR_RANGE (the default) */
     int32_t n_keep;             /* tokens a shift keeps at the start of each sequence (colibri_seq_set_keep) */
+    /* -- real time (docs/REALTIME.md); what cannot be applied is a warning, not an error:
+          colibri_rt_warning says what was refused -- */
+    char cpus[128];             /* "" or a CPU list ("0-3,6"): thread i of the pool runs on the
+                                   list's CPU i (thread 0 is the thread calling init, which is
+                                   pinned too: evaluate from it); n_threads 0 = the list's length */
+    char io_cpus[128];          /* "" or the CPU list of the expert I/O threads */
+    int32_t rt_priority;        /* 1..99: SCHED_FIFO at this priority for the pool's threads */
+    int32_t mlock;              /* 1 = lock the dense weights, expert pool, KV cache and arena in RAM */
+    int32_t wait_policy;        /* colibri_wait_policy: how the threads wait for each other */
+    int32_t spin_us;            /* spin (or yield) limit of the hybrid and yield policies in us;
+                                   0 = 3000, -1 = none (sleep at once) */
 } colibri_params;
+
+/* How the pool's threads wait for work and the evaluating thread for them. Every policy
+   lets the evaluating thread compute the shares no worker has started. */
+typedef enum colibri_wait_policy {
+    COLIBRI_WAIT_HYBRID = 0, /* spin up to spin_us, then sleep (the default) */
+    COLIBRI_WAIT_SPIN = 1,   /* spin without limit: one dedicated core per thread */
+    COLIBRI_WAIT_FUTEX = 2,  /* sleep at once (futex) */
+    COLIBRI_WAIT_YIELD = 3,  /* sched_yield() up to spin_us, then sleep: cores shared */
+} colibri_wait_policy;
+/* "hybrid", "spin", "futex", "yield" -> colibri_wait_policy; -1 for anything else. */
+int colibri_wait_policy_from_name(const char *name);
 #define COLIBRI_MAX_SEQ 256
 
 /* ---- the four calls of the original design ---- */
@@ -179,7 +201,8 @@ typedef struct colibri_params {
    ("latent" or "decompressed"), "ctx_shift" (boolean), "n_keep", and for the expert memory
    hierarchy "mem_budget" / "expert_pool" (bytes, or a string such as "1.5GiB"),
    "cache_policy" ("lru", "lfu", "pinned"), "prefetch", "direct_io", "usage_stats" (booleans),
-   "io_threads".
+   "io_threads", and for real time "cpus" / "io_cpus" (CPU list strings), "rt_priority",
+   "mlock" (boolean), "wait_policy" (policy name), "spin_us".
    Returns NULL on failure (reason in colibri_last_error()). */
 colibri_engine_t *colibri_init(const char *model_path, const char *config_path);
 
@@ -213,6 +236,10 @@ int colibri_params_read_config(const char *config_path, colibri_params *p);
 
 /* Like colibri_init with explicit parameters (params may be NULL for defaults). */
 colibri_engine_t *colibri_init_params(const char *model_path, const colibri_params *params);
+
+/* The real-time settings init could not apply, as one line ("" when all were, or none asked;
+   e.g. SCHED_FIFO without the permission, mlock over RLIMIT_MEMLOCK). Valid until free. */
+const char *colibri_rt_warning(const colibri_engine_t *e);
 
 /* colibri_forward with the capacity of the logits buffer, in floats: a capacity below
    colibri_n_vocab() is COLIBRI_ERR_ARG and nothing is written. */

@@ -9,6 +9,7 @@
 #include "core/platform.h"
 #include "engine.h"
 #include "moe/mem_api.h" /* expert memory hierarchy */
+#include "rt_api.h"         /* real-time settings */
 
 colibri_params colibri_params_default(void) {
     colibri_params p;
@@ -76,6 +77,10 @@ static int read_config(const char *path, colibri_params *p) {
         const char *k = it->string;
         bool mem_key; /* expert memory hierarchy settings (moe/mem_api.c) */
         if ((rc = clb_mem_config_key(path, it, p, &mem_key)) || mem_key) {
+            if (rc) break;
+            continue;
+        }
+        if ((rc = clb_rt_config_key(path, it, p, &mem_key)) || mem_key) {
             if (rc) break;
             continue;
         }
@@ -209,7 +214,10 @@ colibri_engine_t *colibri_init_params(const char *model_path, const colibri_para
         e->pack_interleave = !(pk && strcmp(pk, "rows") == 0);
         if (e->pack_k && clb_model_pack(e->model, e->pack_k, e->pack_interleave)) goto fail;
     }
-    e->n_threads = p.n_threads > 0 ? p.n_threads : clb_cpu_count();
+    int cpus[CLB_MAX_CPUS], n_cpus = 0;
+    clb_pool_opts po;
+    if (clb_rt_prepare(e, &p, cpus, CLB_MAX_CPUS, &n_cpus, &po)) goto fail;
+    e->n_threads = p.n_threads > 0 ? p.n_threads : n_cpus > 0 ? n_cpus : clb_cpu_count();
     e->max_seq = p.max_seq_len > 0 ? p.max_seq_len : CLB_MIN(hp->max_pos, 4096);
     e->n_batch = p.n_batch > 0 ? p.n_batch : 64;
     e->n_seq = p.n_seq > 0 ? p.n_seq : 1;
@@ -253,7 +261,7 @@ colibri_engine_t *colibri_init_params(const char *model_path, const colibri_para
         e->k_cap = CLB_MIN(kc, hp->n_expert);
     }
     if (clb_rope_init(&e->rope, hp, e->model->rope_freqs.data)) goto fail;
-    e->pool = clb_pool_create(e->n_threads);
+    e->pool = clb_pool_create_ex(e->n_threads, &po, e->rt_warn, sizeof e->rt_warn);
     if (!e->pool) {
         clb_err(COLIBRI_ERR_NOMEM, "cannot start %d threads", e->n_threads);
         goto fail;
@@ -271,6 +279,10 @@ colibri_engine_t *colibri_init_params(const char *model_path, const colibri_para
     if (clb_arena_alloc_block(&e->arena)) goto fail;
     carve(e);
     if (clb_mem_init(e, model_path, &p, kv_bytes)) goto fail; /* budget, expert pool */
+    if (clb_store_io_pin_error(e->model->store))
+        clb_warn_add(e->rt_warn, sizeof e->rt_warn, "cannot pin the I/O threads to '%s': %s", p.io_cpus,
+                     strerror(clb_store_io_pin_error(e->model->store)));
+    if (p.mlock) clb_rt_lock(e);
     e->stats.n_layers = CLB_MIN(hp->n_layer, COLIBRI_STATS_MAX_LAYERS);
     e->stats.n_experts = CLB_MIN(hp->n_expert, COLIBRI_STATS_MAX_EXPERTS);
     return e;

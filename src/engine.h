@@ -20,6 +20,8 @@ struct colibri_engine {
     const clb_kernels *pack_k;
     bool pack_interleave;
     clb_pool *pool;
+    char rt_warn[512];   /* colibri_rt_warning */
+    int io_cpus[128], n_io_cpus; /* the expert I/O threads' CPUs (colibri_params.io_cpus) */
     clb_mm_ctx mm;
     clb_rope rope;
     clb_router_cfg router;

@@ -23,6 +23,7 @@
 #include "format/container.h"
 #include "kernels/kernels.h"
 #include "model/source.h"
+#include "core/rt.h"
 #include "moe/store_impl.h"
 
 clb_expert_store *clb_store_create(int n_layer, int n_expert) {
@@ -571,3 +572,11 @@ void clb_store_layer_stats_get(clb_expert_store *s, int layer, clb_store_layer_s
 }
 
 void clb_store_loaded(clb_expert_store *s, int xi) { set_pool_pointers(s, &s->ex[xi]); }
+
+int clb_store_lock(clb_expert_store *s, uint64_t *bytes) {
+    if (!s || !s->pool) return 0;
+    *bytes += s->pool_map_bytes;
+    return clb_lock_range(s->pool, s->pool_map_bytes);
+}
+
+int clb_store_io_pin_error(const clb_expert_store *s) { return s ? s->io_pin_err : 0; }

@@ -53,6 +53,8 @@ typedef struct clb_store_cfg {
        memory (info.interleaved tells); otherwise the kernels read the row-major bytes. */
     const struct clb_kernels *pack;
     bool interleave;
+    const int *io_cpus;    /* NULL, or I/O thread i runs on io_cpus[i % n_io_cpus] */
+    int n_io_cpus;
 } clb_store_cfg;
 
 /* Switches to the mode cfg describes, once, after the loader filled every slot. Uses src
@@ -91,6 +93,10 @@ typedef struct clb_store_info {
 void clb_store_get_info(clb_expert_store *s, clb_store_info *out);
 /* Statistics of one layer since configure (zeros for out-of-range layers). */
 void clb_store_layer_stats_get(clb_expert_store *s, int layer, clb_store_layer_stats *out);
+/* mlock of the pool (bounded mode; nothing otherwise): adds its bytes to *bytes; 0 or an
+   errno value. The I/O threads' pinning result: 0 or the first errno value. */
+int clb_store_lock(clb_expert_store *s, uint64_t *bytes);
+int clb_store_io_pin_error(const clb_expert_store *s);
 /* Total expert bytes of the model (what the unbounded mode maps). */
 uint64_t clb_store_total_bytes(const clb_expert_store *s);
 

@@ -127,6 +127,8 @@ int clb_mem_init(colibri_engine_t *e, const char *model_path, const colibri_para
         .guard = g && *g && strcmp(g, "0") != 0,
         .pack = e->pack_k,
         .interleave = e->pack_interleave,
+        .io_cpus = e->n_io_cpus > 0 ? e->io_cpus : NULL,
+        .n_io_cpus = e->n_io_cpus,
     };
     char *usage = NULL;
     if (p->usage_stats) {

@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include "core/common.h"
@@ -187,6 +188,15 @@ int clb_io_start(clb_expert_store *s) {
             return clb_err(COLIBRI_ERR_NOMEM, "cannot start I/O thread %d of %d", i + 1, n);
         }
         s->n_threads++;
+#if defined(__linux__)
+        if (s->cfg.io_cpus && s->cfg.n_io_cpus > 0) {
+            cpu_set_t set;
+            CPU_ZERO(&set);
+            CPU_SET(s->cfg.io_cpus[i % s->cfg.n_io_cpus], &set);
+            int r = pthread_setaffinity_np(s->threads[i], sizeof set, &set);
+            if (r && !s->io_pin_err) s->io_pin_err = r;
+        }
+#endif
     }
     return COLIBRI_OK;
 }

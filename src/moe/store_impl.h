@@ -64,6 +64,7 @@ struct clb_expert_store {
     clb_st_expert *ex;   /* [n_layer][n_expert] */
     bool configured, bounded;
     clb_store_cfg cfg;
+    int io_pin_err; /* first pthread_setaffinity_np failure of an I/O thread */
     char *usage_path;
 
     pthread_mutex_t mu;

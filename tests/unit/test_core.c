@@ -11,7 +11,11 @@
 
 #include "core/arena.h"
 #include "core/common.h"
+#include "core/rt.h"
 #include "core/threadpool.h"
+
+#include <pthread.h>
+#include <sched.h>
 #include "nn/ops.h"
 
 typedef struct {
@@ -44,6 +48,75 @@ static void test_pool(void **state) {
         clb_pool_free(p);
     }
     clb_pool_free(NULL);
+}
+
+/* which thread ran each item: the take-over (threadpool.h) must run every item exactly once */
+typedef struct {
+    atomic_int hits[4];
+    atomic_int by_caller;
+    pthread_t caller;
+} own_ctx;
+
+static void own_task(void *arg, int ith, int nth) {
+    own_ctx *c = arg;
+    (void)nth;
+    atomic_fetch_add(&c->hits[ith], 1);
+    if (ith > 0 && pthread_equal(pthread_self(), c->caller)) atomic_fetch_add(&c->by_caller, 1);
+}
+
+static void test_pool_policies(void **state) {
+    (void)state;
+    cpu_set_t saved;
+    assert_int_equal(sched_getaffinity(0, sizeof saved, &saved), 0);
+    int cpu0 = 0;
+    while (cpu0 < CPU_SETSIZE && !CPU_ISSET(cpu0, &saved)) cpu0++;
+    const int one[1] = {cpu0};
+    for (int w = CLB_WAIT_HYBRID; w <= CLB_WAIT_YIELD; w++)
+        for (int pin = 0; pin < 2; pin++) {
+            char warn[256] = "";
+            /* pinned: every thread on one CPU, so the caller often finds items not started */
+            clb_pool_opts o = {.wait = w, .spin_us = w == CLB_WAIT_SPIN ? -1 : 50, .cpus = pin ? one : NULL, .n_cpus = pin};
+            clb_pool *p = clb_pool_create_ex(4, &o, warn, sizeof warn);
+            assert_non_null(p);
+            assert_string_equal(warn, "");
+            own_ctx c;
+            memset(&c, 0, sizeof c);
+            c.caller = pthread_self();
+            const int runs = w == CLB_WAIT_SPIN && pin ? 20 : 500; /* spinners on one CPU: slow */
+            for (int r = 0; r < runs; r++) clb_pool_run(p, own_task, &c);
+            for (int i = 0; i < 4; i++) assert_int_equal(atomic_load(&c.hits[i]), runs);
+            if (pin && w == CLB_WAIT_FUTEX) assert_true(atomic_load(&c.by_caller) > 0);
+            clb_pool_free(p);
+            sched_setaffinity(0, sizeof saved, &saved); /* the pool pinned this thread */
+        }
+    /* SCHED_FIFO: applied, or refused with a warning naming it; the pool runs either way */
+    char warn[256] = "";
+    clb_pool_opts o = {.rt_priority = 1};
+    clb_pool *p = clb_pool_create_ex(2, &o, warn, sizeof warn);
+    assert_non_null(p);
+    if (warn[0]) assert_non_null(strstr(warn, "SCHED_FIFO priority 1 refused"));
+    own_ctx c;
+    memset(&c, 0, sizeof c);
+    c.caller = pthread_self();
+    clb_pool_run(p, own_task, &c);
+    assert_int_equal(atomic_load(&c.hits[1]), 1);
+    clb_pool_free(p);
+    struct sched_param sp = {.sched_priority = 0};
+    pthread_setschedparam(pthread_self(), SCHED_OTHER, &sp);
+}
+
+static void test_cpu_list(void **state) {
+    (void)state;
+    int c[16];
+    assert_int_equal(clb_parse_cpus("0-3,6", c, 16), 5);
+    assert_int_equal(c[3], 3);
+    assert_int_equal(c[4], 6);
+    assert_int_equal(clb_parse_cpus("7", c, 16), 1);
+    assert_int_equal(c[0], 7);
+    const char *bad[] = {"", "-1", "3-1", "1,", "a", "1-", "0-99999", "1,,2"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) assert_int_equal(clb_parse_cpus(bad[i], c, 16), -1);
+    assert_int_equal(clb_parse_cpus("0-31", c, 16), -1); /* more than the room */
+    assert_int_equal(clb_parse_cpus(NULL, c, 16), -1);
 }
 
 static void test_split(void **state) {
@@ -140,7 +213,8 @@ static void test_checked_math(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_pool), cmocka_unit_test(test_split), cmocka_unit_test(test_arena),
+        cmocka_unit_test(test_pool), cmocka_unit_test(test_pool_policies), cmocka_unit_test(test_cpu_list),
+        cmocka_unit_test(test_split), cmocka_unit_test(test_arena),
         cmocka_unit_test(test_ops), cmocka_unit_test(test_rope), cmocka_unit_test(test_checked_math),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
