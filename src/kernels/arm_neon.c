@@ -136,6 +136,39 @@ static void quantize_q8_0(const float *src, void *dst, int64_t n) {
     }
 }
 
+/* Q8_K (quant.c clb_quant_q8_k): the scale from the first value of largest magnitude
+   (NaNs never chosen: FMAXNM), then rintf (FRINTN, ties to even) of x * iscale clamped to
+   [-128, 127] with NaN -> -128, and the 16 sums of 16. */
+static void quantize_q8_k(const float *src, void *dst, int64_t n) {
+    clb_block_q8_k *y = dst;
+    for (int64_t i = 0; i < n / CLB_QK_K; i++, src += CLB_QK_K) {
+        float32x4_t m = vdupq_n_f32(0.0f);
+        for (int j = 0; j < CLB_QK_K; j += 4) m = vmaxnmq_f32(m, vabsq_f32(vld1q_f32(src + j)));
+        const float amax = vmaxnmvq_f32(m);
+        if (amax == 0.0f) {
+            memset(&y[i], 0, sizeof(y[i]));
+            continue;
+        }
+        int j = 0;
+        while (vmaxvq_u32(vceqq_f32(vabsq_f32(vld1q_f32(src + j)), vdupq_n_f32(amax))) == 0) j += 4;
+        while (!(src[j] == amax || src[j] == -amax)) j++;
+        const float iscale = -127.0f / src[j];
+        for (int k = 0; k < CLB_QK_K; k += 16) {
+            int32x4_t q[4];
+            for (int u = 0; u < 4; u++) {
+                float32x4_t r = vrndnq_f32(vmulq_n_f32(vld1q_f32(src + k + 4 * u), iscale));
+                r = vbslq_f32(vcgeq_f32(r, vdupq_n_f32(-128.0f)), r, vdupq_n_f32(-128.0f));
+                q[u] = vcvtq_s32_f32(vminq_f32(r, vdupq_n_f32(127.0f)));
+            }
+            const int8x16_t b = vcombine_s8(vmovn_s16(vcombine_s16(vmovn_s32(q[0]), vmovn_s32(q[1]))),
+                                            vmovn_s16(vcombine_s16(vmovn_s32(q[2]), vmovn_s32(q[3]))));
+            vst1q_s8(y[i].qs + k, b);
+            y[i].bsums[k / 16] = (int16_t)vaddlvq_s8(b);
+        }
+        y[i].d = 1 / iscale;
+    }
+}
+
 /* 5th bits of Q5_0/Q5_1 (qh, le u32) as bytes: 0x10 where set; h0 for weights 0..15. */
 static inline void fifth_bits(const uint8_t *qh, uint8x16_t *h0, uint8x16_t *h1) {
     static const uint8_t bitv[16] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
@@ -230,6 +263,7 @@ void clb_kernels_fill_neon(clb_kernels *k, bool dotprod) {
     if (dotprod) fill_dot(k);
     else fill_plain(k);
     k->quantize[CLB_DT_Q8_0] = quantize_q8_0;
+    k->quantize[CLB_DT_Q8_K] = quantize_q8_k;
     fa_fill_neon(k);
     k->fa_scores[CLB_DT_Q8_0] = dotprod ? fa_scores_q8_0_dot : fa_scores_q8_0_plain;
     k->fa_scores[CLB_DT_Q4_0] = dotprod ? fa_scores_q4_0_dot : fa_scores_q4_0_plain;
