@@ -10,6 +10,10 @@
  * nibble bytes, low and high) are one vector each, from the packed layout (one load) or
  * from 4 row-major rows (loads and a 4x4 transpose in registers: the same operands). */
 
+#ifndef PK_UNROLL
+#define PK_UNROLL _Pragma("GCC unroll 8") /* the register arrays below must not live in memory */
+#endif
+
 /* 4x4 transpose of 32-bit words: out[k] lane i = word k of in[i] */
 static inline __attribute__((always_inline)) void PK_FN(tr4)(uint32x4_t v0, uint32x4_t v1, uint32x4_t v2,
                                                              uint32x4_t v3, uint32x4_t out[4]) {
@@ -52,13 +56,16 @@ static inline __attribute__((always_inline)) void PK_FN(ptile)(int64_t nb, const
     const uint64_t xoff = clb_q8x_offset(nb * CLB_QK);
     const uint64_t bb = Q8 ? sizeof(clb_block_q8_0) : sizeof(clb_block_q4_0), bstride = CLB_PACK_ROWS * bb;
     float32x4_t acc[2][4];
+    PK_UNROLL
     for (int t = 0; t < T; t++)
+        PK_UNROLL
         for (int q = 0; q < 4; q++) acc[t][q] = vdupq_n_f32(0.0f);
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *wb = PK ? w + (uint64_t)b * bstride : w + (uint64_t)b * bb;
         int8x16_t xq[2][2];
         float dx[2];
         int32_t corr[2];
+        PK_UNROLL
         for (int t = 0; t < T; t++) {
             const uint8_t *xt = x + (uint64_t)t * xs, *xb = xt + (uint64_t)b * sizeof(clb_block_q8_0) + 2;
             xq[t][0] = vld1q_s8((const int8_t *)xb);
@@ -71,17 +78,21 @@ static inline __attribute__((always_inline)) void PK_FN(ptile)(int64_t nb, const
             else memcpy(&corr[t], xt + xoff + 4 * (uint64_t)(nb + b), 4);
 #endif
         }
+        PK_UNROLL
         for (int q = 0; q < 4; q++) {
             float32x4_t dw;
             uint8x16_t W[8];
             if (PK) {
                 dw = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)(const void *)wb + 4 * q)));
                 if (Q8) {
+                    PK_UNROLL
                     for (int k = 0; k < 8; k++) W[k] = vld1q_u8(wb + 32 + 64 * k + 16 * q);
 #if !defined(PK_USDOT)
+                    PK_UNROLL
                     for (int k = 0; k < 8; k++) W[k] = veorq_u8(W[k], vdupq_n_u8(0x80));
 #endif
                 } else {
+                    PK_UNROLL
                     for (int g = 0; g < 4; g++) W[g] = vld1q_u8(wb + 32 + 64 * g + 16 * q);
                 }
             } else {
@@ -91,21 +102,26 @@ static inline __attribute__((always_inline)) void PK_FN(ptile)(int64_t nb, const
                 dw = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(h)));
                 uint32x4_t v[4];
                 PK_FN(rm4)(r0, rs, 2, v);
+                PK_UNROLL
                 for (int k = 0; k < 4; k++) W[k] = vreinterpretq_u8_u32(v[k]);
                 if (Q8) {
                     PK_FN(rm4)(r0, rs, 18, v);
+                    PK_UNROLL
                     for (int k = 0; k < 4; k++) W[4 + k] = vreinterpretq_u8_u32(v[k]);
 #if defined(PK_USDOT)
+                    PK_UNROLL
                     for (int k = 0; k < 8; k++) W[k] = veorq_u8(W[k], vdupq_n_u8(0x80));
 #endif
                 }
             }
             if (!Q8) {
+                PK_UNROLL
                 for (int g = 3; g >= 0; g--) {
                     W[4 + g] = vshrq_n_u8(W[g], 4);
                     W[g] = vandq_u8(W[g], vdupq_n_u8(0x0F));
                 }
             }
+            PK_UNROLL
             for (int t = 0; t < T; t++) {
                 int32x4_t a = vdupq_n_s32(corr[t]);
 #if defined(PK_USDOT)
@@ -122,6 +138,7 @@ static inline __attribute__((always_inline)) void PK_FN(ptile)(int64_t nb, const
 #endif
                 {
                     int8x16_t S[8];
+                    PK_UNROLL
                     for (int k = 0; k < 8; k++) S[k] = vreinterpretq_s8_u8(W[k]);
                     PK_DOT8(a, S, xq[t][0], xq[t][1]);
                 }
@@ -130,6 +147,7 @@ static inline __attribute__((always_inline)) void PK_FN(ptile)(int64_t nb, const
             }
         }
     }
+    PK_UNROLL
     for (int t = 0; t < T; t++)
         for (int q = 0; q < 4; q++) vst1q_f32(y + (int64_t)t * ys + 4 * q, acc[t][q]);
 }
@@ -150,16 +168,20 @@ static inline __attribute__((always_inline)) void PK_FN(ptile_q4k)(int64_t nsb, 
                                                                    uint64_t rs, const uint8_t *x, float *y) {
     const uint32x4_t m4 = vdupq_n_u32(0x0F0F0F0F), m6 = vdupq_n_u32(0x3F3F3F3F), m30 = vdupq_n_u32(0x30303030);
     float32x4_t acc[4];
+    PK_UNROLL
     for (int q = 0; q < 4; q++) acc[q] = vdupq_n_f32(0.0f);
     for (int64_t i = 0; i < nsb; i++) {
         const uint8_t *wb = w + (uint64_t)i * (PK ? CLB_PACK_ROWS * sizeof(clb_block_q4_k) : sizeof(clb_block_q4_k));
         const clb_block_q8_k *xb = (const clb_block_q8_k *)(const void *)x + i;
         int32_t bsum[8];
+        PK_UNROLL
         for (int j = 0; j < 8; j++) bsum[j] = xb->bsums[2 * j] + xb->bsums[2 * j + 1];
+        PK_UNROLL
         for (int q = 0; q < 4; q++) {
             const uint8_t *r0 = wb + (uint64_t)(4 * q) * rs;
             uint32x4_t h4[4];
             if (PK) {
+                PK_UNROLL
                 for (int c = 0; c < 4; c++) h4[c] = vld1q_u32((const uint32_t *)(const void *)(wb + 64 * c + 16 * q));
             } else {
                 PK_FN(rm4)(r0, rs, 0, h4);
@@ -177,19 +199,25 @@ static inline __attribute__((always_inline)) void PK_FN(ptile_q4k)(int64_t nsb, 
             PK_FN(bytes4)(mna, mn);
             PK_FN(bytes4)(mnb, mn + 4);
             int32x4_t summ = vdupq_n_s32(0), isum = vdupq_n_s32(0);
+            PK_UNROLL
             for (int j = 0; j < 8; j++) summ = vmlaq_n_s32(summ, mn[j], bsum[j]);
+            PK_UNROLL
             for (int c = 0; c < 4; c++) {
                 uint8x16_t W[8];
                 if (PK) {
+                    PK_UNROLL
                     for (int k = 0; k < 8; k++) W[k] = vld1q_u8(wb + 256 + 64 * (8 * c + k) + 16 * q);
                 } else {
                     uint32x4_t v[4];
                     PK_FN(rm4)(r0, rs, 16 + 32 * (uint64_t)c, v);
+                    PK_UNROLL
                     for (int k = 0; k < 4; k++) W[k] = vreinterpretq_u8_u32(v[k]);
                     PK_FN(rm4)(r0, rs, 32 + 32 * (uint64_t)c, v);
+                    PK_UNROLL
                     for (int k = 0; k < 4; k++) W[4 + k] = vreinterpretq_u8_u32(v[k]);
                 }
                 int8x16_t lo[8], hi[8];
+                PK_UNROLL
                 for (int k = 0; k < 8; k++) {
                     lo[k] = vreinterpretq_s8_u8(vandq_u8(W[k], vdupq_n_u8(0x0F)));
                     hi[k] = vreinterpretq_s8_u8(vshrq_n_u8(W[k], 4));
@@ -206,6 +234,7 @@ static inline __attribute__((always_inline)) void PK_FN(ptile_q4k)(int64_t nsb, 
             acc[q] = vaddq_f32(acc[q], v);
         }
     }
+    PK_UNROLL
     for (int q = 0; q < 4; q++) vst1q_f32(y + 4 * q, acc[q]);
 }
 
