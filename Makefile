@@ -58,6 +58,10 @@ endif
 ifneq ($(CROSS),)
 RUNNER   ?= qemu-aarch64
 endif
+# Under qemu the default CPU ("max": dotprod, i8mm) builds every NEON table, which the kernel
+# tests all run; these CPUs also check the run-time choice without i8mm and without dotprod.
+QEMU_CPUS ?= neoverse-n1 cortex-a72
+KERNEL_TESTS = $(BUILD)/tests/test_kernels $(BUILD)/tests/test_matmul $(BUILD)/tests/test_flash
 
 LIB_SRCS  := $(sort $(wildcard src/*.c src/*/*.c))
 LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/%.o)
@@ -98,6 +102,10 @@ test: deps-test
 
 check: all $(TEST_BINS)
 	@RUNNER="$(RUNNER)" sh tests/run_unit.sh $(TEST_BINS)
+ifneq ($(CROSS),)
+	@for cpu in $(QEMU_CPUS); do echo "kernel tests under QEMU_CPU=$$cpu"; \
+	  QEMU_CPU=$$cpu RUNNER="$(RUNNER)" sh tests/run_unit.sh $(KERNEL_TESTS) || exit 1; done
+endif
 ifeq ($(CROSS),)
 	@COLIBRI=$(BIN) PYTHON=$(PYTHON) BUILD=$(BUILD) sh tests/run_integration.sh
 endif
