@@ -4,6 +4,7 @@
  * fields (which key holds the expert count, the router's scoring, fixed semantics such as
  * Mixtral's renormalised top-k). Options a family defines but this build cannot compute
  * are refused by name rather than silently ignored. */
+#include <limits.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -239,6 +240,11 @@ void clb_arch_gguf_defaults(const clb_arch_desc *d, clb_hparams *hp) {
 
 static const cJSON *key(const cJSON *c, const char *k) { return cJSON_GetObjectItemCaseSensitive(c, k); }
 
+static const char *json_type_name(const cJSON *v) {
+    return cJSON_IsString(v) ? "a string" : cJSON_IsBool(v) ? "a boolean" : cJSON_IsArray(v) ? "a list"
+         : cJSON_IsObject(v) ? "an object" : cJSON_IsNull(v) ? "null" : "a number";
+}
+
 static int get_int(const cJSON *c, const char *k, int def, bool required, int *out) {
     const cJSON *v = key(c, k);
     if (!v || cJSON_IsNull(v)) {
@@ -246,8 +252,14 @@ static int get_int(const cJSON *c, const char *k, int def, bool required, int *o
         *out = def;
         return COLIBRI_OK;
     }
-    if (!cJSON_IsNumber(v) || v->valuedouble != (double)(int)v->valuedouble)
-        return clb_err(COLIBRI_ERR_FORMAT, "config.json: '%s' must be an integer", k);
+    if (!cJSON_IsNumber(v))
+        return clb_err(COLIBRI_ERR_FORMAT, "config.json: '%s' must be an integer, not %s", k, json_type_name(v));
+    /* the range before the conversion: (int) of 2^31 is undefined */
+    if (!(v->valuedouble >= -(double)INT_MAX && v->valuedouble <= (double)INT_MAX))
+        return clb_err(COLIBRI_ERR_FORMAT, "config.json: '%s' = %.17g is out of range (at most %d)", k, v->valuedouble,
+                       INT_MAX);
+    if (v->valuedouble != (double)(int)v->valuedouble)
+        return clb_err(COLIBRI_ERR_FORMAT, "config.json: '%s' = %.17g must be an integer", k, v->valuedouble);
     *out = (int)v->valuedouble;
     return COLIBRI_OK;
 }
@@ -258,7 +270,8 @@ static int get_float(const cJSON *c, const char *k, float def, float *out) {
         *out = def;
         return COLIBRI_OK;
     }
-    if (!cJSON_IsNumber(v)) return clb_err(COLIBRI_ERR_FORMAT, "config.json: '%s' must be a number", k);
+    if (!cJSON_IsNumber(v))
+        return clb_err(COLIBRI_ERR_FORMAT, "config.json: '%s' must be a number, not %s", k, json_type_name(v));
     *out = (float)v->valuedouble;
     return COLIBRI_OK;
 }
@@ -269,7 +282,8 @@ static int get_bool(const cJSON *c, const char *k, bool def, bool *out) {
         *out = def;
         return COLIBRI_OK;
     }
-    if (!cJSON_IsBool(v)) return clb_err(COLIBRI_ERR_FORMAT, "config.json: '%s' must be true or false", k);
+    if (!cJSON_IsBool(v))
+        return clb_err(COLIBRI_ERR_FORMAT, "config.json: '%s' must be true or false, not %s", k, json_type_name(v));
     *out = cJSON_IsTrue(v);
     return COLIBRI_OK;
 }
@@ -279,7 +293,7 @@ static int get_token_id(const cJSON *c, const char *k, int *out) {
     const cJSON *v = key(c, k);
     *out = -1;
     if (cJSON_IsArray(v)) v = cJSON_GetArrayItem(v, 0);
-    if (cJSON_IsNumber(v)) *out = (int)v->valuedouble;
+    if (cJSON_IsNumber(v) && v->valuedouble >= 0 && v->valuedouble <= (double)INT_MAX) *out = (int)v->valuedouble;
     return COLIBRI_OK;
 }
 
@@ -555,9 +569,72 @@ int clb_hparams_validate(const clb_hparams *hp) {
     CHECK(hp->head_dim_v > 0 && hp->head_dim_v <= 1024, "config: value head dim %d invalid", hp->head_dim_v);
     CHECK(hp->n_rot > 0 && hp->n_rot <= hp->head_dim && hp->n_rot % 2 == 0, "config: rotary dims %d invalid",
           hp->n_rot);
-    CHECK(hp->norm_eps > 0 && hp->norm_eps < 1, "config: rms_norm_eps %g out of range", (double)hp->norm_eps);
+    /* every real-valued parameter is finite before any of them is used (1e400 parses as inf) */
+    const struct {
+        const char *name;
+        float v;
+    } reals[] = {{"rms_norm_eps", hp->norm_eps}, {"rope_theta", hp->rope_theta},
+                 {"rope scaling factor", hp->rope_factor}, {"rope original context", hp->rope_orig_ctx},
+                 {"rope beta_fast", hp->rope_beta_fast}, {"rope beta_slow", hp->rope_beta_slow},
+                 {"rope mscale", hp->rope_mscale}, {"rope mscale_all_dim", hp->rope_mscale_all_dim},
+                 {"rope low_freq_factor", hp->rope_low_freq_factor},
+                 {"rope high_freq_factor", hp->rope_high_freq_factor},
+                 {"rope attention_factor", hp->rope_attn_factor}, {"clip_qkv", hp->clip_qkv},
+                 {"routed scaling factor", hp->routed_scale}, {"embedding multiplier", hp->embd_mult},
+                 {"residual multiplier", hp->resid_mult}, {"attention multiplier", hp->attn_mult},
+                 {"logits scaling", hp->logit_div}};
+    for (size_t i = 0; i < CLB_ARRAY_LEN(reals); i++)
+        CHECK(isfinite(reals[i].v), "config: %s is %g (must be a finite number)", reals[i].name, (double)reals[i].v);
+    CHECK(hp->norm_eps > 0 && hp->norm_eps < 1, "config: rms_norm_eps %g out of range (0, 1)", (double)hp->norm_eps);
     CHECK(hp->rope_theta > 0, "config: rope_theta %g must be positive", (double)hp->rope_theta);
-    CHECK(hp->max_pos > 0, "config: max_position_embeddings %d must be positive", hp->max_pos);
+    CHECK(hp->max_pos > 0 && hp->max_pos <= CLB_MAX_CONTEXT,
+          "config: max_position_embeddings %d out of range 1..%d", hp->max_pos, CLB_MAX_CONTEXT);
+    CHECK(hp->rope_style == CLB_ROPE_NEOX || hp->rope_style == CLB_ROPE_NORM, "config: rope style %d unknown",
+          hp->rope_style);
+    CHECK(hp->rope_scaling >= CLB_ROPE_SCALING_NONE && hp->rope_scaling <= CLB_ROPE_SCALING_FREQS,
+          "config: rope scaling type %d unknown", hp->rope_scaling);
+    if (hp->rope_scaling != CLB_ROPE_SCALING_NONE && hp->rope_scaling != CLB_ROPE_SCALING_FREQS)
+        CHECK(hp->rope_factor > 0 && hp->rope_factor <= 1e6f, "config: rope scaling factor %g out of range (0, 1e6]",
+              (double)hp->rope_factor);
+    if (hp->rope_scaling == CLB_ROPE_SCALING_LLAMA3 || hp->rope_scaling == CLB_ROPE_SCALING_YARN)
+        CHECK(hp->rope_orig_ctx >= 1 && hp->rope_orig_ctx <= (float)CLB_MAX_CONTEXT,
+              "config: rope scaling original_max_position_embeddings %g out of range 1..%d", (double)hp->rope_orig_ctx,
+              CLB_MAX_CONTEXT);
+    if (hp->rope_scaling == CLB_ROPE_SCALING_LLAMA3)
+        CHECK(hp->rope_low_freq_factor > 0 && hp->rope_high_freq_factor > hp->rope_low_freq_factor,
+              "config: llama3 rope scaling needs 0 < low_freq_factor < high_freq_factor (got %g, %g)",
+              (double)hp->rope_low_freq_factor, (double)hp->rope_high_freq_factor);
+    if (hp->rope_scaling == CLB_ROPE_SCALING_YARN) {
+        CHECK(hp->rope_beta_fast > 0 && hp->rope_beta_slow > 0, "config: yarn beta_fast %g and beta_slow %g must be positive",
+              (double)hp->rope_beta_fast, (double)hp->rope_beta_slow);
+        CHECK(hp->rope_attn_factor >= 0 && hp->rope_attn_factor <= 1e3f,
+              "config: yarn attention_factor %g out of range [0, 1000]", (double)hp->rope_attn_factor);
+        CHECK(fabsf(hp->rope_mscale) <= 1e3f && fabsf(hp->rope_mscale_all_dim) <= 1e3f,
+              "config: yarn mscale %g / mscale_all_dim %g out of range [-1000, 1000]", (double)hp->rope_mscale,
+              (double)hp->rope_mscale_all_dim);
+    }
+    CHECK(hp->clip_qkv >= 0 && hp->clip_qkv <= 1e6f, "config: clip_qkv %g out of range [0, 1e6]", (double)hp->clip_qkv);
+    /* scales multiply activations: 0 means "not set"; larger than 1e4 overflows float soon */
+    const struct {
+        const char *name;
+        float v;
+    } scales[] = {{"routed scaling factor", hp->routed_scale}, {"embedding multiplier", hp->embd_mult},
+                  {"residual multiplier", hp->resid_mult}, {"attention multiplier", hp->attn_mult},
+                  {"logits scaling", hp->logit_div}};
+    for (size_t i = 0; i < CLB_ARRAY_LEN(scales); i++)
+        CHECK(scales[i].v >= 0 && scales[i].v <= 1e4f, "config: %s %g out of range [0, 1e4]", scales[i].name,
+              (double)scales[i].v);
+    CHECK(hp->first_dense >= 0 && hp->first_dense <= hp->n_layer, "config: first dense layers %d out of range 0..%d",
+          hp->first_dense, hp->n_layer);
+    CHECK(hp->n_shared_exp >= 0 && hp->n_shared_exp <= 1024 && hp->n_ff_shexp >= 0 && hp->n_ff_shexp <= (1 << 20),
+          "config: shared experts %d of width %d out of range", hp->n_shared_exp, hp->n_ff_shexp);
+    CHECK(hp->q_lora_rank >= 0 && hp->q_lora_rank <= (1 << 16) && hp->kv_lora_rank >= 0 && hp->kv_lora_rank <= (1 << 16),
+          "config: MLA ranks %d, %d out of range 0..65536", hp->q_lora_rank, hp->kv_lora_rank);
+    CHECK(hp->rope_offset >= 0 && hp->rope_offset + hp->n_rot <= hp->head_dim,
+          "config: rotary offset %d + %d dims beyond the head dim %d", hp->rope_offset, hp->n_rot, hp->head_dim);
+    CHECK(hp->n_group >= 0 && hp->topk_group >= 0 && hp->topk_group <= CLB_MAX(hp->n_group, 0) &&
+              (hp->n_group == 0 || (hp->n_expert > 0 && hp->n_expert % hp->n_group == 0)),
+          "config: expert groups %d (used %d) do not divide %d experts", hp->n_group, hp->topk_group, hp->n_expert);
     CHECK(hp->n_ff >= 0 && hp->n_ff <= (1 << 20), "config: intermediate size %d out of range", hp->n_ff);
     if (hp->n_expert > 0) {
         CHECK(hp->n_expert <= COLIBRI_STATS_MAX_EXPERTS, "config: %d experts (at most %d supported)",
@@ -700,8 +777,12 @@ int clb_hparams_from_json(const cJSON *j, clb_hparams *hp) {
             *(bool *)p = cJSON_IsTrue(v);
             continue;
         }
-        if (!cJSON_IsNumber(v)) return clb_err(COLIBRI_ERR_FORMAT, "config: '%s' must be a number", FIELDS[i].key);
+        if (!cJSON_IsNumber(v))
+            return clb_err(COLIBRI_ERR_FORMAT, "config: '%s' must be a number, not %s", FIELDS[i].key, json_type_name(v));
         if (FIELDS[i].t == F_INT) {
+            if (!(v->valuedouble >= -(double)INT_MAX && v->valuedouble <= (double)INT_MAX))
+                return clb_err(COLIBRI_ERR_FORMAT, "config: '%s' = %.17g is out of range (at most %d)", FIELDS[i].key,
+                               v->valuedouble, INT_MAX);
             if (v->valuedouble != (double)(int)v->valuedouble)
                 return clb_err(COLIBRI_ERR_FORMAT, "config: '%s' must be an integer", FIELDS[i].key);
             *(int *)p = (int)v->valuedouble;
@@ -715,7 +796,7 @@ int clb_hparams_from_json(const cJSON *j, clb_hparams *hp) {
     if (!hp->dense_layers) return clb_err(COLIBRI_ERR_NOMEM, "out of memory");
     const cJSON *dl = key(j, "dense_layers"), *it;
     cJSON_ArrayForEach(it, dl) {
-        if (!cJSON_IsNumber(it) || it->valuedouble < 0 || it->valuedouble >= hp->n_layer) {
+        if (!cJSON_IsNumber(it) || !(it->valuedouble >= 0 && it->valuedouble < hp->n_layer)) {
             clb_hparams_free(hp);
             return clb_err(COLIBRI_ERR_FORMAT, "config: dense_layers entry out of range");
         }

@@ -31,6 +31,7 @@ typedef enum {
 } clb_rope_scaling;
 
 #define CLB_MAX_LAYERS 1024
+#define CLB_MAX_CONTEXT (1 << 30) /* positions a model may state (max_position_embeddings, context_length) */
 
 /* Per-layer attention variants: the place where families that mix attention kinds
  * (gpt-oss: sinks + alternating sliding/full layers; Mistral-style windows; Gemma-style

@@ -12,15 +12,26 @@
 #include "model/source_impl.h"
 #include "text/tokenizer.h"
 
+/* The first key of a wrong type or out of range, reported after the keys are read (a key
+   that is present but unusable is an error, never its default). */
+static _Thread_local int key_err;
+
 static bool geti(const clb_gguf *g, const char *arch, const char *k, int def, int *out) {
     char key[128];
     int64_t v;
     snprintf(key, sizeof key, "%s.%s", arch, k);
+    *out = def;
+    if (!clb_gguf_find(g, key)) return false;
     if (!clb_gguf_get_i64(g, key, &v)) {
-        *out = def;
+        if (!key_err) key_err = clb_err(COLIBRI_ERR_FORMAT, "GGUF key '%s' has the wrong type (want an integer)", key);
         return false;
     }
-    if (v < 0 || v > (1 << 30)) v = -1; /* validate() rejects it with a message */
+    if (v < 0 || v > CLB_MAX_CONTEXT) {
+        if (!key_err)
+            key_err = clb_err(COLIBRI_ERR_FORMAT, "GGUF key '%s' = %lld is out of range 0..%d", key, (long long)v,
+                              CLB_MAX_CONTEXT);
+        return false;
+    }
     *out = (int)v;
     return true;
 }
@@ -29,7 +40,18 @@ static void getf(const clb_gguf *g, const char *arch, const char *k, float def, 
     char key[128];
     double v;
     snprintf(key, sizeof key, "%s.%s", arch, k);
-    *out = clb_gguf_get_f64(g, key, &v) ? (float)v : def;
+    *out = def;
+    if (!clb_gguf_find(g, key)) return;
+    if (!clb_gguf_get_f64(g, key, &v)) {
+        int64_t iv; /* an integer where a number is wanted is that number */
+        if (clb_gguf_get_i64(g, key, &iv)) {
+            *out = (float)iv;
+            return;
+        }
+        if (!key_err) key_err = clb_err(COLIBRI_ERR_FORMAT, "GGUF key '%s' has the wrong type (want a number)", key);
+        return;
+    }
+    *out = (float)v;
 }
 
 static bool has_tensor(const clb_gguf *g, const char *fmt, int l) {
@@ -46,6 +68,7 @@ static bool any_layer_has(const clb_gguf *g, const char *fmt, int n_layer) {
 
 static int hparams_from_gguf(const clb_gguf *g, const char *arch, clb_hparams *hp, const char *path) {
     memset(hp, 0, sizeof *hp);
+    key_err = 0;
     const clb_arch_desc *d = clb_arch_from_gguf_name(arch);
     if (!d) {
         clb_err_prefix("%s", path);
@@ -63,7 +86,7 @@ static int hparams_from_gguf(const clb_gguf *g, const char *arch, clb_hparams *h
     clb_arch_gguf_defaults(d, hp);
     if (!geti(g, arch, "embedding_length", 0, &hp->n_embd) || !geti(g, arch, "block_count", 0, &hp->n_layer) ||
         !geti(g, arch, "attention.head_count", 0, &hp->n_head))
-        return clb_err(COLIBRI_ERR_FORMAT, "%s: missing %s.embedding_length, block_count or attention.head_count",
+        return key_err ? (clb_err_prefix("%s", path), key_err) :  clb_err(COLIBRI_ERR_FORMAT, "%s: missing %s.embedding_length, block_count or attention.head_count",
                        path, arch);
     geti(g, arch, "attention.head_count_kv", hp->n_head, &hp->n_head_kv);
     geti(g, arch, "feed_forward_length", 0, &hp->n_ff);
@@ -173,6 +196,19 @@ static int hparams_from_gguf(const clb_gguf *g, const char *arch, clb_hparams *h
         else if (emb && emb->n_dims == 2) hp->n_vocab = (int)emb->shape[0];
     }
     hp->tie_embd = clb_gguf_find_tensor(g, "output.weight") == NULL;
+    /* every output row must be a token the tokenizer can decode (else generation fails
+       when one is sampled) */
+    int tok_type;
+    uint64_t n_tok = clb_gguf_arr_n(g, "tokenizer.ggml.tokens", &tok_type);
+    if (!key_err && clb_gguf_find(g, "tokenizer.ggml.tokens") && n_tok < (uint64_t)CLB_MAX(hp->n_vocab, 0))
+        return clb_err(COLIBRI_ERR_FORMAT,
+                       "%s: the tokenizer has %llu tokens (tokenizer.ggml.tokens), fewer than the model's %d "
+                       "vocabulary rows",
+                       path, (unsigned long long)n_tok, hp->n_vocab);
+    if (key_err) {
+        clb_err_prefix("%s", path);
+        return key_err;
+    }
     if (hp->n_layer <= 0 || hp->n_layer > CLB_MAX_LAYERS)
         return clb_err(COLIBRI_ERR_FORMAT, "%s: layer count %d out of range", path, hp->n_layer);
     hp->dense_layers = clb_calloc((size_t)hp->n_layer, 1);

@@ -155,5 +155,56 @@ done
 echo '[0,1,0]' | "$COLIBRI" tokenize --tokenizer "$WORK/ok.json" --jsonl --decode >"$WORK/out" 2>&1 || fail "--jsonl --decode of good ids"
 grep -qx '"a b a"' "$WORK/out" || fail "--jsonl --decode [0,1,0] gave $(cat "$WORK/out") (no decoder: tokens joined by spaces)"
 
+# hyper-parameters (issue 13, items 7, 11, 12): one validation of every value, whatever the
+# source (HF config.json, GGUF, .colibri), before anything is computed
+EDIT="$PYTHON $ROOT/tests/reference/model_edit.py"
+hfcfg() { # DIR PYTHON-STATEMENT-ON-c
+    rm -rf "$1"; cp -r "$FX/llama-dense/hf" "$1"
+    "$PYTHON" - "$1/config.json" "$2" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1])); exec(sys.argv[2]); open(sys.argv[1], 'w').write(json.dumps(c))
+PY
+}
+hfcfg "$WORK/hp" 'c["rope_scaling"] = {"rope_type": "linear", "factor": 0}'
+expect_fail "rope scaling factor 0 out of range" run -m "$WORK/hp" --tokens 1,2,3 -n 2
+hfcfg "$WORK/hp" 'c["rope_scaling"] = {"rope_type": "yarn", "factor": 0}'
+expect_fail "rope scaling factor 0 out of range" run -m "$WORK/hp" --tokens 1,2,3 -n 2
+hfcfg "$WORK/hp" 'c["rope_scaling"] = {"rope_type": "linear", "factor": -1}'
+expect_fail "rope scaling factor -1 out of range" run -m "$WORK/hp" --tokens 1,2,3 -n 2
+hfcfg "$WORK/hp" 'c["rope_scaling"] = {"rope_type": "llama3", "factor": 8, "original_max_position_embeddings": 0}'
+expect_fail "original_max_position_embeddings 0 out of range" run -m "$WORK/hp" --tokens 1,2,3 -n 2
+hfcfg "$WORK/hp" 'c["rope_scaling"] = {"rope_type": "llama3", "factor": 8, "low_freq_factor": 4, "high_freq_factor": 4}'
+expect_fail "low_freq_factor < high_freq_factor" run -m "$WORK/hp" --tokens 1,2,3 -n 2
+hfcfg "$WORK/hp" 'pass'
+sed -i 's/"rope_theta": *[0-9.e]*/"rope_theta": 1e400/' "$WORK/hp/config.json"
+expect_fail "rope_theta is inf" run -m "$WORK/hp" --tokens 1,2,3 -n 2
+hfcfg "$WORK/hp" 'c["max_position_embeddings"] = 2**31'
+expect_fail "'max_position_embeddings' = 2147483648 is out of range" run -m "$WORK/hp" --tokens 1,2,3 -n 2
+hfcfg "$WORK/hp" 'c["num_attention_heads"] = "4"'
+expect_fail "'num_attention_heads' must be an integer, not a string" run -m "$WORK/hp" --tokens 1,2,3 -n 2
+G="$FX/llama-dense/model-f32.gguf"
+$EDIT gguf "$G" "$WORK/hp.gguf" llama.rope.scaling.type=str:linear llama.rope.scaling.factor=f32:0
+expect_fail "rope scaling factor 0 out of range" run -m "$WORK/hp.gguf" --tokens 1,2,3 -n 2
+$EDIT gguf "$G" "$WORK/hp.gguf" llama.rope.freq_base=f64:1e400
+expect_fail "rope_theta is inf" run -m "$WORK/hp.gguf" --tokens 1,2,3 -n 2
+$EDIT gguf "$G" "$WORK/hp.gguf" llama.context_length=u64:2147483648
+expect_fail "'llama.context_length' = 2147483648 is out of range" run -m "$WORK/hp.gguf" --tokens 1,2,3 -n 2
+$EDIT gguf "$G" "$WORK/hp.gguf" llama.expert_count=str:8
+expect_fail "'llama.expert_count' has the wrong type" run -m "$WORK/hp.gguf" --tokens 1,2,3 -n 2
+# a GGUF tokenizer with fewer tokens than output rows is refused at load, not mid-generation
+$EDIT gguf-tokens "$G" "$WORK/hp.gguf" 100
+expect_fail "the tokenizer has 100 tokens (tokenizer.ggml.tokens), fewer than the model's 512" \
+    run -m "$WORK/hp.gguf" -p hello -n 4
+$EDIT colibri "$WORK/good.colibri" "$WORK/hp.colibri" embd_mult=1e39
+expect_fail "embedding multiplier is inf" run -m "$WORK/hp.colibri" --tokens 1,2,3 -n 2
+$EDIT colibri "$WORK/good.colibri" "$WORK/hp.colibri" embd_mult=1e30
+expect_fail "embedding multiplier 1e+30 out of range" run -m "$WORK/hp.colibri" --tokens 1,2,3 -n 2
+$EDIT colibri "$WORK/good.colibri" "$WORK/hp.colibri" rope_scaling=1 rope_factor=0
+expect_fail "rope scaling factor 0 out of range" run -m "$WORK/hp.colibri" --tokens 1,2,3 -n 2
+$EDIT colibri "$WORK/good.colibri" "$WORK/hp.colibri" 'n_expert="8"'
+expect_fail "'n_expert' must be a number, not a string" run -m "$WORK/hp.colibri" --tokens 1,2,3 -n 2
+$EDIT colibri "$WORK/good.colibri" "$WORK/hp.colibri"
+"$COLIBRI" run -m "$WORK/hp.colibri" --tokens 1,2,3 -n 2 >/dev/null 2>&1 || fail "an unedited rewrite of good.colibri fails"
+
 [ "$FAILS" -eq 0 ] && echo "bad_input: all cases failed cleanly"
 [ "$FAILS" -eq 0 ]
