@@ -48,7 +48,9 @@ typedef enum colibri_status {
     COLIBRI_ERR_UNSUPPORTED = -5, /* an architecture, dtype or option this build cannot run */
     COLIBRI_ERR_NOMEM = -6,       /* an allocation failed */
     COLIBRI_ERR_RANGE = -7,       /* the sequence would exceed max_seq_len */
-    COLIBRI_ERR_INTERNAL = -8     /* a bug: please report it */
+    COLIBRI_ERR_INTERNAL = -8,    /* a bug: please report it */
+    COLIBRI_ERR_NUMERIC = -9      /* a NaN or infinity appeared while computing (the message names
+                                     the layer where it first did); nothing is sampled from it */
 } colibri_status;
 
 typedef struct colibri_engine colibri_engine_t;
@@ -324,6 +326,8 @@ int32_t colibri_n_vocab(const colibri_engine_t *e);
 /* Current position (tokens in the KV cache) and its capacity. */
 int32_t colibri_n_past(const colibri_engine_t *e);
 int32_t colibri_max_seq_len(const colibri_engine_t *e);
+/* The positions the model was trained for (max_position_embeddings / context_length), 0 for NULL. */
+int32_t colibri_n_ctx_train(const colibri_engine_t *e);
 
 /* Changes the number of routed experts per token from the next token on, without reloading
    (1 .. the bound set at init, see colibri_params.moe_top_k). */
@@ -392,7 +396,9 @@ int colibri_chat_template_is_default(colibri_engine_t *e);
    colibri_tokenize): the special tokens the template writes become their ids, but text
    inside the messages' content stays text — a user who types "<|im_end|>" gets those
    characters, not the control token — unless parse_special_in_content. Non-special added
-   tokens are matched everywhere. Same buffer rules as colibri_tokenize. */
+   tokens are matched everywhere. Same buffer rules as colibri_tokenize. A rendered text
+   longer than 64 bytes per position of the context (max_seq_len) is COLIBRI_ERR_RANGE,
+   before it is tokenized. */
 int colibri_chat_tokenize(colibri_engine_t *e, const colibri_chat_msg *msgs, size_t n, int add_generation_prompt,
                           int add_special, int parse_special_in_content, int32_t *ids, size_t cap, size_t *n_out);
 

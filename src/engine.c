@@ -247,6 +247,23 @@ static int ffn(colibri_engine_t *e, const clb_layer *L, int l, int n) {
 
 /* ---- the token loop ---- */
 
+/* A NaN or an infinity in the hidden state (or the logits) is an error, named by where it
+   first appeared: n rows of w floats, one pass over what the layer just wrote (a small
+   fraction of the layer's own work). layer -1: the embeddings; -2: the output head. */
+static int finite_check(const float *x, int n, int64_t w, const char *where, int layer, const int32_t *pos) {
+    for (int t = 0; t < n; t++) {
+        const uint32_t *r = (const uint32_t *)(const void *)(x + (int64_t)t * w);
+        uint32_t bad = 0; /* all exponent bits set: an infinity or a NaN (vectorises) */
+        for (int64_t i = 0; i < w; i++) bad |= (r[i] & 0x7f800000u) == 0x7f800000u;
+        if (!bad) continue;
+        if (layer >= 0)
+            return clb_err(COLIBRI_ERR_NUMERIC, "a NaN or infinity appeared in layer %d (%s) at position %d", layer,
+                           where, pos[t]);
+        return clb_err(COLIBRI_ERR_NUMERIC, "a NaN or infinity appeared in %s at position %d", where, pos[t]);
+    }
+    return COLIBRI_OK;
+}
+
 int clb_engine_batch(colibri_engine_t *e, const int32_t *tokens, const int32_t *seqs, int n, float *logits,
                      const int32_t *rows, int n_rows) {
     const clb_hparams *hp = e->hp;
@@ -289,13 +306,16 @@ int clb_engine_batch(colibri_engine_t *e, const int32_t *tokens, const int32_t *
         if (hp->embd_mult > 0)
             for (int64_t i = 0; i < E; i++) e->x[t * E + i] *= hp->embd_mult;
     }
+    int rc = finite_check(e->x, n, E, "the token embeddings", -1, e->b_pos);
+    if (rc) return rc;
     for (int l = 0; l < hp->n_layer; l++) {
         const clb_layer *L = &m->layers[l];
         double t0 = clb_now();
         attention(e, L, l, n);
         double t1 = clb_now();
-        int rc = ffn(e, L, l, n);
-        if (rc) return rc;
+        if ((rc = finite_check(e->x, n, E, "attention", l, e->b_pos))) return rc;
+        if ((rc = ffn(e, L, l, n))) return rc;
+        if ((rc = finite_check(e->x, n, E, L->is_moe ? "MoE FFN" : "FFN", l, e->b_pos))) return rc;
         e->stats.time_attention_s += t1 - t0;
         e->stats.time_moe_s += clb_now() - t1;
     }
@@ -309,6 +329,12 @@ int clb_engine_batch(colibri_engine_t *e, const int32_t *tokens, const int32_t *
         clb_matmul(&e->mm, &m->output, e->xn, E, n_rows, logits, hp->n_vocab);
         if (hp->logit_div > 0)
             for (int64_t i = 0; i < (int64_t)n_rows * hp->n_vocab; i++) logits[i] /= hp->logit_div;
+        for (int i = 0; i < n_rows; i++) {
+            const int t = rows ? rows[i] : n - n_rows + i;
+            if ((rc = finite_check(logits + (int64_t)i * hp->n_vocab, 1, hp->n_vocab, "the output head", -2,
+                                   e->b_pos + t)))
+                return rc;
+        }
     }
     e->stats.time_head_s += clb_now() - th;
     for (int s = 0; s < e->n_seq; s++) e->seq_past[s] += e->seq_cnt[s];

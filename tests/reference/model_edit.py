@@ -5,6 +5,7 @@ are otherwise well formed (valid CRCs, valid offsets). Used by tests/integration
                                                  str bool); KEY=- deletes it
   model_edit.py gguf-tokens IN OUT N             keep the first N entries of the
                                                  tokenizer.ggml.* arrays of one entry per token
+  model_edit.py gguf-nan IN OUT TENSOR           the first 4 floats of an F32 tensor made NaN
   model_edit.py colibri IN OUT KEY=JSON ...      set a key of a .colibri file's "config" object
                                                  (version 1), CRCs recomputed
 """
@@ -82,6 +83,25 @@ def cmd_gguf_tokens(src, dst, n):
     gguf_write(dst, ver, nt, kv, infos, align, data)
 
 
+def cmd_gguf_nan(src, dst, name):
+    buf = bytearray(open(src, "rb").read())
+    ver, nt, kv, infos, align, data = gguf_parse(bytes(buf))
+    r = gguf_np._R(infos)
+    for _ in range(nt):
+        n = r.s()
+        nd = r.u("<I")
+        r.take(8 * nd)
+        t, off = r.u("<I"), r.u("<Q")
+        if n == name:
+            if t != 0:
+                raise SystemExit(f"{name} is not F32")
+            at = len(buf) - len(data) + off
+            buf[at:at + 16] = struct.pack("<4I", *[0x7fc00000] * 4)
+            open(dst, "wb").write(buf)
+            return
+    raise SystemExit(f"no tensor {name}")
+
+
 def cmd_colibri(src, dst, edits):
     b = bytearray(open(src, "rb").read())
     mo, ms, do = struct.unpack("<QQQ", b[16:40])
@@ -110,6 +130,8 @@ def main(argv):
         cmd_gguf(src, dst, argv[4:])
     elif cmd == "gguf-tokens":
         cmd_gguf_tokens(src, dst, int(argv[4]))
+    elif cmd == "gguf-nan":
+        cmd_gguf_nan(src, dst, argv[4])
     elif cmd == "colibri":
         cmd_colibri(src, dst, argv[4:])
     else:
