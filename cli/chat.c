@@ -223,11 +223,22 @@ int cmd_chat(int argc, char **argv) {
            --parse-special (see help) */
         size_t need = 0;
         int32_t *ids = NULL;
-        if (colibri_chat_tokenize(e, c.m, c.n, 1, 1, parse_special, NULL, 0, &need) ||
-            !(ids = malloc(sizeof(int32_t) * (need + 1))) ||
-            colibri_chat_tokenize(e, c.m, c.n, 1, 1, parse_special, ids, need + 1, &need)) {
+        if (colibri_chat_tokenize(e, c.m, c.n, 1, 1, parse_special, NULL, 0, &need)) {
+            rc = cli_fail("%s", colibri_last_error());
+            break;
+        }
+        if (!(ids = malloc(sizeof(int32_t) * (need + 1)))) {
+            rc = cli_fail("out of memory for %zu token ids", need);
+            break;
+        }
+        if (colibri_chat_tokenize(e, c.m, c.n, 1, 1, parse_special, ids, need + 1, &need)) {
             free(ids);
-            rc = cli_fail("%s", ids ? colibri_last_error() : "out of memory");
+            rc = cli_fail("%s", colibri_last_error());
+            break;
+        }
+        if (need == 0) { /* nothing to evaluate: no answer can follow */
+            free(ids);
+            rc = cli_fail("chat: the chat template rendered an empty prompt (no tokens)");
             break;
         }
         /* keep the shared prefix of the cache (at least one token must be evaluated); what the

@@ -229,6 +229,14 @@ int colibri_chat_tokenize(colibri_engine_t *e, const colibri_chat_msg *msgs, siz
     if (rc == COLIBRI_OK && !(text = colibri_chat_render(e, m ? m : msgs, n, add_generation_prompt)))
         rc = COLIBRI_ERR_FORMAT; /* the message is set */
     size_t len = text ? strlen(text) : 0;
+    /* what the template made must be able to fit the context before it is tokenized (a
+       template looping a million times made tens of millions of tokens and used GBs) */
+    const uint64_t max_bytes = (uint64_t)CLB_CHAT_MAX_BYTES_PER_TOKEN * (uint64_t)CLB_MAX(e->max_seq, 1) + 4096;
+    if (rc == COLIBRI_OK && len > max_bytes)
+        rc = clb_err(COLIBRI_ERR_RANGE,
+                     "chat template: the rendered conversation (%zu bytes) cannot fit the context of %d tokens "
+                     "(the limit is %d bytes a token: %llu bytes)",
+                     len, e->max_seq, CLB_CHAT_MAX_BYTES_PER_TOKEN, (unsigned long long)max_bytes);
     if (rc == COLIBRI_OK && pm.n) { /* the originals back, their spans kept as plain text */
         size_t total = 0; /* the text may hold each mark many times, and a mark (>= 7 bytes) may */
         for (size_t i = 0; i < pm.n; i++) total = CLB_MAX(total, strlen(pm.orig[i])); /* be shorter */

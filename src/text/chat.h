@@ -16,6 +16,10 @@
 
 #include <cjson/cJSON.h>
 
+/* colibri_chat_tokenize refuses a rendered conversation longer than this many bytes per
+   position of the context (no real token is that long) before tokenizing it. */
+#define CLB_CHAT_MAX_BYTES_PER_TOKEN 64
+
 typedef struct clb_chat_msg {
     const char *role;
     const char *content;
