@@ -213,7 +213,7 @@ int clb_jtest(jctx *c, const char *name, jv in, const jv *args, size_t nargs, bo
         else if (name[0] == 'e') *out = x % 2 == 0;
         else {
             if (a0.t != JV_INT || a0.u.i == 0) return clb_jerr(c, "divisibleby needs a non-zero integer");
-            *out = x % a0.u.i == 0;
+            *out = a0.u.i == -1 || x % a0.u.i == 0; /* INT64_MIN % -1 overflows */
         }
     } else if (!strcmp(name, "lower") || !strcmp(name, "upper")) {
         jstr s;
@@ -492,6 +492,7 @@ int clb_jfilter(jctx *c, const char *name, jv in, const jv *args, size_t nargs, 
         return 0;
     }
     if (!strcmp(name, "abs")) {
+        if (in.t == JV_INT && in.u.i == INT64_MIN) return clb_jerr(c, "integer overflow in abs()");
         if (in.t == JV_INT) *out = clb_jv_int(in.u.i < 0 ? -in.u.i : in.u.i);
         else if (in.t == JV_BOOL) *out = clb_jv_int(in.u.b);
         else if (in.t == JV_FLOAT) *out = clb_jv_float(fabs(in.u.f));
@@ -789,13 +790,17 @@ int clb_jcall_global(jctx *c, int fn, const jv *args, size_t nargs, const char *
             v[nargs == 1 ? 1 : i] = args[i].t == JV_BOOL ? args[i].u.b : args[i].u.i;
         }
         if (v[2] == 0) return clb_jerr(c, "range() arg 3 must not be zero");
-        double cnt = v[2] > 0 ? ceil(((double)v[1] - (double)v[0]) / (double)v[2])
-                              : ceil(((double)v[0] - (double)v[1]) / (double)-v[2]);
-        if (cnt < 0) cnt = 0;
+        /* the length in unsigned integers (exact near the limits, where doubles round), and
+           each item as start + i * step, which is within [start, stop) */
+        const uint64_t span = v[2] > 0 ? (v[1] > v[0] ? (uint64_t)v[1] - (uint64_t)v[0] : 0)
+                                       : (v[0] > v[1] ? (uint64_t)v[0] - (uint64_t)v[1] : 0);
+        const uint64_t st = v[2] > 0 ? (uint64_t)v[2] : (uint64_t)0 - (uint64_t)v[2];
+        const uint64_t cnt = span ? (span - 1) / st + 1 : 0;
         if (cnt > CLB_JINJA_MAX_ITERATIONS) return clb_jerr_limit(c, "range size");
         jv l = clb_jv_list_new(c->a, (size_t)cnt);
         if (l.t != JV_LIST) return clb_jerr_oom(c);
-        for (int64_t x = v[0], i = 0; i < (int64_t)cnt; i++, x += v[2]) l.u.l->items[l.u.l->n++] = clb_jv_int(x);
+        for (uint64_t i = 0; i < cnt; i++)
+            l.u.l->items[l.u.l->n++] = clb_jv_int((int64_t)((uint64_t)v[0] + i * (uint64_t)v[2]));
         *out = l;
         return 0;
     }

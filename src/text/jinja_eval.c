@@ -215,8 +215,11 @@ static int binop(jctx *c, int op, jv a, jv b, jv *out) {
             if (ints) {
                 if (y == 0) return clb_jerr(c, "integer division or modulo by zero");
                 if (x == INT64_MIN && y == -1) return clb_jerr(c, "integer overflow in '%s'", names[op]);
-                int64_t q = floordiv_i(x, y);
-                *out = clb_jv_int(op == OP_FLOORDIV ? q : x - q * y);
+                /* Python's modulo has the divisor's sign: x % y, moved by y when the signs
+                   differ (never overflows, where x - floor(x / y) * y may: 5 % INT64_MIN) */
+                int64_t r = x % y;
+                if (r != 0 && (r < 0) != (y < 0)) r += y;
+                *out = clb_jv_int(op == OP_FLOORDIV ? floordiv_i(x, y) : r);
             } else {
                 if (fy == 0.0) return clb_jerr(c, "float division or modulo by zero");
                 double q = floor(fx / fy);
@@ -355,8 +358,14 @@ static int eval_slice(jctx *c, jv obj, const jnode *n, jv *out) {
     jlist *src = NULL;
     if (is_str) CHECK(clb_jiter(c, obj, &src));
     else src = obj.u.l;
-    for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step)
-        if (!clb_jl_push(c->a, l.u.l, src->items[i])) return clb_jerr_oom(c);
+    /* the count first, in unsigned integers: i += step past the end may overflow */
+    const uint64_t span = step > 0 ? (stop > start ? (uint64_t)stop - (uint64_t)start : 0)
+                                   : (start > stop ? (uint64_t)start - (uint64_t)stop : 0);
+    const uint64_t ast = step > 0 ? (uint64_t)step : (uint64_t)0 - (uint64_t)step;
+    const uint64_t cnt = span ? (span - 1) / ast + 1 : 0;
+    for (uint64_t k = 0; k < cnt; k++)
+        if (!clb_jl_push(c->a, l.u.l, src->items[(int64_t)((uint64_t)start + k * (uint64_t)step)]))
+            return clb_jerr_oom(c);
     if (!is_str) {
         l.flags = obj.flags & JV_F_TUPLE;
         *out = l;

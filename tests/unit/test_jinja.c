@@ -20,6 +20,20 @@ typedef struct jcase {
 } jcase;
 
 static const jcase cases[] = {
+    /* integers near the limits (issue 13): exact lengths, no signed overflow (UBSan) */
+    {"{{ range(9223372036854775800, 9223372036854775807, 3) | join(',') }}",
+     "9223372036854775800,9223372036854775803,9223372036854775806"},
+    {"{{ range(-9223372036854775807 - 1, -9223372036854775800, 4) | join(',') }}",
+     "-9223372036854775808,-9223372036854775804"},
+    {"{{ range(9223372036854775807, -9223372036854775807 - 1, -9223372036854775807 - 1) | join(',') }}",
+     "9223372036854775807,-1"},
+    {"{{ (-9223372036854775807 - 1) % 3 }}|{{ 5 % (-9223372036854775807 - 1) }}|{{ -5 % 9223372036854775807 }}",
+     "1|-9223372036854775803|9223372036854775802"},
+    {"{{ (-9223372036854775807 - 1) is divisibleby(-1) }}|{{ (-9223372036854775807) | abs }}",
+     "True|9223372036854775807"},
+    {"{{ 'abc'[::9223372036854775807] }}|{{ [1, 2, 3][1::9223372036854775807] }}|"
+     "{{ [1, 2, 3][::-9223372036854775807 - 1] }}|{{ [1, 2, 3][-9223372036854775807 - 1:9223372036854775807:2] }}",
+     "a|[2]|[3]|[1, 3]"},
     {"hello",
      "hello"},
     {"hello\n",
@@ -247,6 +261,9 @@ typedef struct ecase {
 } ecase;
 
 static const ecase errors[] = {
+    {"{{ (-9223372036854775807 - 1) | abs }}", "integer overflow in abs()", COLIBRI_ERR_FORMAT},
+    {"{{ (-9223372036854775807 - 1) // -1 }}", "integer overflow in '//'", COLIBRI_ERR_FORMAT},
+    {"{{ range(-9223372036854775807 - 1, 9223372036854775807) | length }}", "range size limit", COLIBRI_ERR_RANGE},
     {"{{ raise_exception('Conversation roles must alternate') }}", "Conversation roles must alternate", COLIBRI_ERR_FORMAT},
     {"{{ foo.bar }}", "'foo' is undefined", COLIBRI_ERR_FORMAT},
     {"{{ foo + 1 }}", "'foo' is undefined", COLIBRI_ERR_FORMAT},
