@@ -1,4 +1,5 @@
 /* run.c — `colibri run`: greedy continuation of a prompt given as token ids. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,8 +110,31 @@ static int prompt_cache_fill(colibri_engine_t *e, const char *path, const int32_
     return 0;
 }
 
+/* --dump-logits FILE: evaluates ids[0..n) with the logits of every position and writes them
+   to path (n x n_vocab little-endian f32); *next: the argmax of the last row (may be NULL).
+   The file is opened first, so an unwritable path fails before any work. */
+static int dump_logits(colibri_engine_t *e, const int32_t *ids, size_t n, const char *path, int32_t *next) {
+    const size_t V = (size_t)colibri_n_vocab(e);
+    FILE *f = fopen(path, "wb");
+    if (!f) return cli_fail("--dump-logits %s: %s", path, strerror(errno));
+    float *logits = malloc(sizeof(float) * V * n);
+    int rc = 0;
+    if (!logits) rc = cli_fail("out of memory for %zu x %zu logits", n, V);
+    else if (colibri_eval(e, ids, n, logits, V * n)) rc = cli_fail("%s", colibri_last_error());
+    else if (fwrite(logits, sizeof(float), V * n, f) != V * n) rc = cli_fail("--dump-logits %s: %s", path, strerror(errno));
+    if (fclose(f) && !rc) rc = cli_fail("--dump-logits %s: %s", path, strerror(errno));
+    if (!rc && next) {
+        const float *last = logits + (n - 1) * V;
+        *next = 0;
+        for (size_t i = 1; i < V; i++)
+            if (last[i] > last[*next]) *next = (int32_t)i;
+    }
+    free(logits);
+    return rc;
+}
+
 static int run_text(const char *model, const char *prompt, const char *pfile, const char *config,
-                    const colibri_params *p, gen_opts *go, const ctx_opts *co, bool parse_special) {
+                    const colibri_params *p, gen_opts *go, const ctx_opts *co, bool parse_special, const char *dump) {
     char *owned = NULL;
     if (pfile && !(prompt = owned = read_text(pfile))) return cli_fail("%s: cannot read the prompt file", pfile);
     if (go->n_predict == -2) go->n_predict = 128;
@@ -132,7 +156,10 @@ static int run_text(const char *model, const char *prompt, const char *pfile, co
         rc = cli_fail("run: the prompt has no tokens");
     } else if (n > (size_t)colibri_max_seq_len(e)) {
         rc = cli_fail("run: the prompt (%zu tokens) does not fit the context (max_seq_len %d)", n, colibri_max_seq_len(e));
+    } else if (dump && (rc = dump_logits(e, ids, n, dump, NULL))) {
+        /* reported */
     } else {
+        if (dump) colibri_reset(e); /* the generation below evaluates the prompt its own way */
         bool held;
         const long start = prompt_cache_load(e, co->prompt_cache, ids, n, &held);
         ctx_opts_keep(e, co, ids, n);
@@ -243,8 +270,8 @@ int cmd_run(int argc, char **argv) {
     if (!!tokens_s + !!prompt + !!pfile != 1)
         return cli_fail("run: give exactly one prompt: -p TEXT, -f FILE or --tokens IDS"), 2;
     go.ctx_shift = p.ctx_shift;
-    if (!tokens_s) return run_text(model, prompt, pfile, config, &p, &go, &co, parse_special);
     if (dump && co.prompt_cache) return cli_fail("run: --dump-logits evaluates the whole prompt; no --prompt-cache with it"), 2;
+    if (!tokens_s) return run_text(model, prompt, pfile, config, &p, &go, &co, parse_special, dump);
     long n_predict = go.n_predict == -2 ? 32 : go.n_predict;
     if (n_predict < 0) return cli_fail("run: --tokens needs -n >= 0"), 2;
     int32_t *toks;
@@ -259,9 +286,7 @@ int cmd_run(int argc, char **argv) {
         free(toks);
         return cli_fail("%s", colibri_last_error());
     }
-    const size_t V = (size_t)colibri_n_vocab(e);
     int rc = 0;
-    float *logits = NULL;
     int32_t next = -1;
     if (n_tok > (size_t)colibri_max_seq_len(e)) {
         rc = cli_fail("run: the prompt (%zu tokens) does not fit the context (max_seq_len %d)", n_tok,
@@ -270,29 +295,7 @@ int cmd_run(int argc, char **argv) {
     }
     double t0 = cli_now();
     if (dump) {
-        logits = malloc(sizeof(float) * V * n_tok);
-        if (!logits) {
-            rc = cli_fail("out of memory for %zu x %zu logits", n_tok, V);
-            goto out;
-        }
-        if (colibri_eval(e, toks, n_tok, logits, V * n_tok)) {
-            rc = cli_fail("%s", colibri_last_error());
-            goto out;
-        }
-        FILE *f = fopen(dump, "wb");
-        if (!f || fwrite(logits, sizeof(float), V * n_tok, f) != V * n_tok) {
-            if (f) fclose(f);
-            rc = cli_fail("%s: cannot write the logits", dump);
-            goto out;
-        }
-        if (fclose(f)) {
-            rc = cli_fail("%s: cannot write the logits", dump);
-            goto out;
-        }
-        const float *last = logits + (n_tok - 1) * V;
-        next = 0;
-        for (size_t i = 1; i < V; i++)
-            if (last[i] > last[next]) next = (int32_t)i;
+        if ((rc = dump_logits(e, toks, n_tok, dump, &next))) goto out;
     } else {
         bool held;
         const long start = prompt_cache_load(e, co.prompt_cache, toks, n_tok, &held);
@@ -332,7 +335,6 @@ int cmd_run(int argc, char **argv) {
             n_predict > 1 ? (double)(n_predict - 1) / (t2 - t1 > 0 ? t2 - t1 : 1e-9) : 0.0);
     mem_opts_report(e); /* expert pool figures, when a pool is in use */
 out:
-    free(logits);
     free(toks);
     colibri_free(e);
     return rc;
