@@ -106,6 +106,14 @@ int cmd_bench(int argc, char **argv) {
     p.n_batch = (int)(depth > 0 || np >= 512 ? 512 : np > 0 ? np : 1);
     colibri_engine_t *e = colibri_init_params(model, &p);
     if (!e) return cli_fail("%s", colibri_last_error());
+    /* as run refuses a prompt longer than its context: what is measured must fit the
+       positions the model was made for */
+    if (depth + np + nn > colibri_n_ctx_train(e)) {
+        const int ctx = colibri_n_ctx_train(e);
+        colibri_free(e);
+        return cli_fail("bench: -d %ld + -p %ld + -n %ld = %ld tokens do not fit the model's context (%d positions)",
+                        depth, np, nn, depth + np + nn, ctx), 2;
+    }
     rt_opts_report(e);
     const int V = colibri_n_vocab(e);
     int32_t *prompt = malloc(sizeof(int32_t) * (size_t)(np + depth + 1));

@@ -436,6 +436,7 @@ int colibri_decode(colibri_engine_t *e, const colibri_batch_tok *toks, size_t n,
 int32_t colibri_n_vocab(const colibri_engine_t *e) { return e ? e->hp->n_vocab : 0; }
 int32_t colibri_n_past(const colibri_engine_t *e) { return e ? e->seq_past[0] : 0; }
 int32_t colibri_max_seq_len(const colibri_engine_t *e) { return e ? e->max_seq : 0; }
+int32_t colibri_n_ctx_train(const colibri_engine_t *e) { return e ? e->hp->max_pos : 0; }
 int32_t colibri_bos_id(const colibri_engine_t *e) { return e ? e->hp->bos_id : -1; }
 int32_t colibri_eos_id(const colibri_engine_t *e) { return e ? e->hp->eos_id : -1; }
 
