@@ -206,5 +206,46 @@ expect_fail "'n_expert' must be a number, not a string" run -m "$WORK/hp.colibri
 $EDIT colibri "$WORK/good.colibri" "$WORK/hp.colibri"
 "$COLIBRI" run -m "$WORK/hp.colibri" --tokens 1,2,3 -n 2 >/dev/null 2>&1 || fail "an unedited rewrite of good.colibri fails"
 
+# a NaN at run time is an error naming the layer where it first appeared, not token 0
+$EDIT gguf-nan "$G" "$WORK/nan.gguf" blk.1.ffn_down.weight
+expect_fail "a NaN or infinity appeared in layer 1 (FFN)" run -m "$WORK/nan.gguf" --tokens 1,2,3 -n 3
+$EDIT gguf-nan "$G" "$WORK/nan.gguf" blk.0.attn_q.weight
+expect_fail "a NaN or infinity appeared in layer 0 (attention)" run -m "$WORK/nan.gguf" -p hello -n 3
+
+# chat templates (items 3, 5, 6): an empty rendering, undefined behaviour in the evaluator,
+# a rendering far beyond the context
+chattpl() { # DIR TEMPLATE
+    rm -rf "$1"; cp -r "$FX/llama-dense/hf" "$1"
+    "$PYTHON" - "$1/tokenizer_config.json" "$2" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1])); c["chat_template"] = sys.argv[2]; c["add_bos_token"] = False
+open(sys.argv[1], "w").write(json.dumps(c))
+PY
+}
+chattpl "$WORK/tpl" "{{ '' }}"
+echo hi | expect_fail "the chat template rendered an empty prompt" chat -m "$WORK/tpl" -n 2
+chattpl "$WORK/tpl" "{{ (-9223372036854775807 - 1) | abs }}"
+echo hi | expect_fail "integer overflow in abs()" chat -m "$WORK/tpl" -n 2
+chattpl "$WORK/tpl" "{{ 5 % 0 }}"
+echo hi | expect_fail "modulo by zero" chat -m "$WORK/tpl" -n 2
+chattpl "$WORK/tpl" "{% for i in range(1000000) %}{{ 'a b c d e f g h i j k l m n o p q r s t u v w x y z ' }}{% endfor %}"
+echo hi | expect_fail "the rendered conversation (52000000 bytes) cannot fit the context of 256 tokens" \
+    chat -m "$WORK/tpl" -n 2 --max-seq-len 256
+
+# --dump-logits FILE writes the file or fails (item 8), with -p as with --tokens
+rm -f "$WORK/dump.bin"
+"$COLIBRI" run -m "$G" -p hello -n 2 --dump-logits "$WORK/dump.bin" >/dev/null 2>"$WORK/err" || fail "run -p --dump-logits: $(cat "$WORK/err")"
+n_tok=$("$COLIBRI" tokenize -m "$G" --text hello --special 2>/dev/null | wc -w) # with BOS, as run -p
+[ "$(stat -c %s "$WORK/dump.bin" 2>/dev/null)" = "$((n_tok * 512 * 4))" ] ||
+    fail "run -p --dump-logits wrote $(stat -c %s "$WORK/dump.bin" 2>&1) bytes, want $n_tok x 512 floats"
+expect_fail "--dump-logits $WORK/no/dir/d.bin: No such file or directory" run -m "$G" -p hello -n 2 --dump-logits "$WORK/no/dir/d.bin"
+expect_fail "--dump-logits $WORK/no/dir/d.bin: No such file or directory" run -m "$G" --tokens 1,2 -n 2 --dump-logits "$WORK/no/dir/d.bin"
+expect_fail "--dump-logits /dev/full: No space left on device" run -m "$G" --tokens 1,2 -n 2 --dump-logits /dev/full
+
+# bench measures only what fits the model's context, as run refuses a longer prompt (item 9)
+$EDIT gguf "$G" "$WORK/ctx256.gguf" llama.context_length=u32:256
+expect_fail "304 tokens do not fit the model's context (256 positions)" bench -m "$WORK/ctx256.gguf" -p 300 -n 4
+expect_fail "-p 100000 + -n 64 = 100064 tokens do not fit" bench -m "$WORK/ctx256.gguf" -p 100000 -n 64
+
 [ "$FAILS" -eq 0 ] && echo "bad_input: all cases failed cleanly"
 [ "$FAILS" -eq 0 ]
