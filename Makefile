@@ -90,6 +90,24 @@ $(LIB): $(LIB_OBJS)
 $(BIN): $(CLI_OBJS) $(LIB)
 	$(CC) $(CFLAGS) $(LDFLAGS) $(CLI_OBJS) $(LIB) $(LIBS) -ledit -o $@
 
+# colibri-mpi (mpi/): the same command line on every rank of an MPI job, with the routed
+# experts spread over the ranks (docs/SCALE.md). Built only where mpicc is (Debian
+# libopenmpi-dev); the library itself never includes mpi.h.
+MPICC    ?= mpicc
+ifeq ($(CROSS),)
+HAVE_MPI := $(shell command -v $(MPICC) >/dev/null 2>&1 && echo 1)
+endif
+ifneq ($(HAVE_MPI),)
+MPI_BIN  := $(BUILD)/colibri-mpi
+MPI_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(sort $(wildcard mpi/*.c)))
+all: $(MPI_BIN)
+$(BUILD)/mpi/%.o: mpi/%.c
+	@mkdir -p $(dir $@)
+	$(MPICC) $(CFLAGS) -Icli -c $< -o $@
+$(MPI_BIN): $(MPI_OBJS) $(filter-out $(BUILD)/cli/main.o,$(CLI_OBJS)) $(LIB)
+	$(MPICC) $(CFLAGS) $(LDFLAGS) $(filter %.o,$^) $(LIB) $(LIBS) -ledit -o $@
+endif
+
 $(BUILD)/tests/%: tests/unit/%.c $(TEST_HELPER_OBJS) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests/unit $(LDFLAGS) $< $(TEST_HELPER_OBJS) $(LIB) $(LIBS) $(TESTLIBS) -o $@

@@ -29,6 +29,8 @@ void cli_progress_update(cli_progress *p, double fraction);
 void cli_progress_done(cli_progress *p);
 double cli_now(void);
 
+/* The whole command line: `colibri COMMAND ...` (colibri.c). */
+int cli_main(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
 int cmd_encrypt(int argc, char **argv);

@@ -1,4 +1,5 @@
-/* colibri.c — the command-line tool: subcommand dispatch. */
+/* colibri.c — the command-line tool: subcommand dispatch (cli_main; main.c calls it, and so
+   does the MPI driver, mpi/driver.c, on every rank). */
 #include <stdio.h>
 #include <string.h>
 
@@ -53,7 +54,7 @@ static int take_key_file(int *argc, char **argv) {
     return 0;
 }
 
-int main(int argc, char **argv) {
+int cli_main(int argc, char **argv) {
     int krc = take_key_file(&argc, argv);
     if (krc) return krc;
     if (argc < 2) {

@@ -493,6 +493,33 @@ int colibri_set_key_file(const char *path);
 char *colibri_inspect(const char *path);
 void colibri_string_free(char *s);
 
+/* ---- expert parallelism (docs/SCALE.md) ----
+   Several processes ("ranks") run one model together: each holds the dense weights and reads
+   only the routed experts it owns; per MoE layer every rank routes the same tokens, computes
+   the rows of the (token, expert) assignments whose expert it owns, and an exchange gives
+   every rank every row, after which each rank forms the weighted sums itself in selection
+   order, as one process does: every rank holds identical state, bit for bit, and so do its
+   logits. The library knows no transport: the caller (e.g. colibri-mpi over MPI) supplies it.
+   begin() starts the exchange: this rank's rows (send_floats floats) go to every rank, and
+   recv receives the rows of all ranks concatenated in rank order, counts[r] floats from rank r
+   (identical on every rank); the engine computes the shared expert before it calls end(),
+   which completes the exchange. Both return 0, or nonzero after a failure (the evaluation
+   then fails with COLIBRI_ERR_IO; the transport says why). owner (NULL: expert x of every
+   layer on rank x % n_ranks) places each expert on one rank. */
+typedef struct colibri_expert_exec {
+    int32_t rank, n_ranks;
+    int (*begin)(void *ctx, const float *send, int64_t send_floats, float *recv, const int64_t *counts);
+    int (*end)(void *ctx);
+    int32_t (*owner)(void *ctx, int32_t layer, int32_t expert);
+    void *ctx;
+} colibri_expert_exec;
+/* Makes engine e one rank of a group (x NULL: back to one process). Call between evaluations.
+   Every rank must open the same model with the same settings and make the same calls. */
+int colibri_set_expert_exec(colibri_engine_t *e, const colibri_expert_exec *x);
+/* The executor colibri_init / colibri_init_params give every engine they open (x NULL: none);
+   the structure is copied. For a driver that runs unchanged front-end code on every rank. */
+void colibri_set_default_expert_exec(const colibri_expert_exec *x);
+
 /* Library version string, e.g. "0.1.0". */
 const char *colibri_version(void);
 

@@ -285,6 +285,7 @@ colibri_engine_t *colibri_init_params(const char *model_path, const colibri_para
     if (p.mlock) clb_rt_lock(e);
     e->stats.n_layers = CLB_MIN(hp->n_layer, COLIBRI_STATS_MAX_LAYERS);
     e->stats.n_experts = CLB_MIN(hp->n_expert, COLIBRI_STATS_MAX_EXPERTS);
+    if (clb_xp_apply_default(e)) goto fail; /* expert parallelism (colibri_set_default_expert_exec) */
     return e;
 fail:
     colibri_free(e);
@@ -294,6 +295,7 @@ fail:
 void colibri_free(colibri_engine_t *e) {
     if (!e) return;
     clb_pool_free(e->pool);
+    clb_xp_free(e);
     clb_arena_release(&e->arena);
     clb_attn_free(&e->attn);
     clb_free(e->seq_past);

@@ -60,7 +60,7 @@ static void moe_prefetch(colibri_engine_t *e, int l, int n) {
     }
     e->la_layer = -1;
     for (int x = 0; x < ne; x++)
-        if (e->e_count[x]) clb_store_request(st, l, x, CLB_PRIO_DEMAND);
+        if (e->e_count[x] && clb_xp_mine(e, l, x)) clb_store_request(st, l, x, CLB_PRIO_DEMAND);
     if (nl >= hp->n_layer || !e->model->layers[nl].is_moe) return;
     const clb_layer *N = &e->model->layers[nl];
     clb_matmul(&e->mm, &N->router, e->xn, hp->n_embd, n, e->la_logits, ne);
@@ -68,7 +68,9 @@ static void moe_prefetch(colibri_engine_t *e, int l, int n) {
     rc.bias = N->router_bias.data;
     for (int t = 0; t < n; t++) {
         e->la_k[t] = clb_route(&rc, e->la_logits + (int64_t)t * ne, e->r_scratch, e->la_sel + t * ne, e->la_w + t * ne);
-        for (int s = 0; s < e->la_k[t]; s++) clb_store_request(st, nl, e->la_sel[t * ne + s], CLB_PRIO_LOOKAHEAD);
+        for (int s = 0; s < e->la_k[t]; s++)
+            if (clb_xp_mine(e, nl, e->la_sel[t * ne + s]))
+                clb_store_request(st, nl, e->la_sel[t * ne + s], CLB_PRIO_LOOKAHEAD);
     }
     e->la_layer = nl;
 }
@@ -119,6 +121,45 @@ static const uint8_t *expert_input(colibri_engine_t *e, int dtype, int n, int a0
     return dst;
 }
 
+/* The shared expert(s) of layer L on the n rows of xn: outputs into xe, gate logits (when
+   the layer has a gate) into r_logits, whose router logits are consumed by then. */
+static void shared_expert(colibri_engine_t *e, const clb_layer *L, int n) {
+    swiglu(e, &L->sh_gate, &L->sh_up, &L->sh_down, e->xn, n, e->xe);
+    if (L->sh_gate_inp.data) clb_matmul(&e->mm, &L->sh_gate_inp, e->xn, e->hp->n_embd, n, e->r_logits, 1);
+}
+
+/* Expert parallelism: every rank knows the whole routing, so every rank lays out the same
+   exchange — the rows of rank 0's experts first, then rank 1's, ..., each rank's in
+   ascending assignment order (experts ascending, then their tokens). xp_pos[a] is the row of
+   assignment a in xp_recv; this rank copies its own rows (computed into xe) to xp_send and
+   starts the transport's exchange. Rows are copied, never summed: every rank then holds the
+   bytes one process would have computed. */
+static int xp_exchange_begin(colibri_engine_t *e, int l) {
+    const int ne = e->hp->n_expert, nr = e->xp.n_ranks, me = e->xp.rank;
+    const int64_t E = e->hp->n_embd;
+    const int32_t *own = e->xp_owner + (int64_t)l * ne;
+    memset(e->xp_rows, 0, sizeof(int) * (size_t)nr);
+    for (int x = 0; x < ne; x++) e->xp_rows[own[x]] += e->e_count[x];
+    int off = 0;
+    for (int r = 0; r < nr; r++) {
+        e->xp_counts[r] = (int64_t)e->xp_rows[r] * E;
+        const int c = e->xp_rows[r];
+        e->xp_rows[r] = off; /* next row of rank r */
+        off += c;
+    }
+    const int my0 = e->xp_rows[me];
+    for (int x = 0; x < ne; x++)
+        for (int a = e->e_start[x]; a < e->e_start[x] + e->e_count[x]; a++) {
+            const int p = e->xp_rows[own[x]]++;
+            e->xp_pos[a] = p;
+            if (own[x] == me)
+                memcpy(e->xp_send + (int64_t)(p - my0) * E, e->xe + (int64_t)a * E, sizeof(float) * (size_t)E);
+        }
+    if (e->xp.begin(e->xp.ctx, e->xp_send, e->xp_counts[me], e->xp_recv, e->xp_counts))
+        return clb_err(COLIBRI_ERR_IO, "expert exchange of layer %d failed (rank %d of %d)", l, me, nr);
+    return COLIBRI_OK;
+}
+
 /* Routed experts for a batch: route every token, group the (token, slot) assignments by
    expert, then run the gate and up projections of every selected expert in one parallel
    dispatch, SwiGLU, and every down projection in a second one. Each expert's weights
@@ -160,7 +201,7 @@ static int moe(colibri_engine_t *e, const clb_layer *L, int l, int n) {
     memset(e->e_take, 0, (size_t)ne);
     for (int pass = e->lookahead ? 0 : 1; pass < 2 && !st; pass++) {
     for (int x = 0; x < ne; x++)
-        if (e->e_count[x] && e->e_take[x] != 2)
+        if (e->e_count[x] && e->e_take[x] != 2 && clb_xp_mine(e, l, x))
             e->e_take[x] = (uint8_t)(pass == 1 || clb_store_is_resident(e->model->store, l, x));
     for (int g0 = 0, g1 = 0; g0 < ne && !st; g0 = g1) {
     for (int used = 0; g1 < ne && (e->e_take[g1] != 1 || used < cap); g1++) used += e->e_take[g1] == 1;
@@ -208,20 +249,27 @@ static int moe(colibri_engine_t *e, const clb_layer *L, int l, int n) {
     } /* passes */
     if (e->lookahead) clb_store_layer_done(e->model->store, l);
     if (st) return st;
-    /* 5. weighted sum in selection order (fixed per token, whatever the batch) */
+    /* 4. several ranks: this rank's rows go to every rank and every rank's rows come back
+       (xp_exchange_begin); the shared expert runs while they travel */
+    if (e->xp_on && (st = xp_exchange_begin(e, l))) return st;
+    if (e->xp_on && L->sh_gate.data) shared_expert(e, L, n);
+    if (e->xp_on && e->xp.end(e->xp.ctx))
+        return clb_err(COLIBRI_ERR_IO, "expert exchange of layer %d failed (rank %d of %d)", l, e->xp.rank, e->xp.n_ranks);
+    /* 5. weighted sum in selection order (fixed per token, whatever the batch or the ranks) */
     for (int t = 0; t < n; t++) {
         float *o = e->ffn_out + t * E;
         memset(o, 0, sizeof(float) * (size_t)E);
         for (int s = 0; s < e->tok_k[t]; s++) {
-            const float wgt = e->sel_w[t * kc + s], *y = e->xe + (int64_t)e->e_asg[t * kc + s] * E;
+            const int a = e->e_asg[t * kc + s];
+            const float wgt = e->sel_w[t * kc + s];
+            const float *y = e->xp_on ? e->xp_recv + (int64_t)e->xp_pos[a] * E : e->xe + (int64_t)a * E;
             for (int64_t i = 0; i < E; i++) o[i] += wgt * y[i];
         }
     }
-    /* 6. shared expert(s) */
+    /* 6. shared expert(s): added after the routed sum */
     if (L->sh_gate.data) {
-        swiglu(e, &L->sh_gate, &L->sh_up, &L->sh_down, e->xn, n, e->xe);
-        float *g = e->r_logits; /* [n] gate logits; the router logits are consumed */
-        if (L->sh_gate_inp.data) clb_matmul(&e->mm, &L->sh_gate_inp, e->xn, E, n, g, 1);
+        if (!e->xp_on) shared_expert(e, L, n); /* one process: xe held the routed rows until now */
+        const float *g = e->r_logits;
         for (int t = 0; t < n; t++) {
             const float gate = L->sh_gate_inp.data ? clb_sigmoid(g[t]) : 1.0f;
             for (int64_t i = 0; i < E; i++) e->ffn_out[t * E + i] += gate * e->xe[t * E + i];

@@ -78,6 +78,15 @@ struct colibri_engine {
     bool lookahead;   /* prefetch on and the store has a pool */
     uint64_t mem_accounted; /* dense + KV + arena bytes */
 
+    /* -- expert parallelism (src/moe/expert_exec.c, colibri_set_expert_exec) -- */
+    bool xp_on;             /* this engine is one rank of several */
+    colibri_expert_exec xp;
+    int32_t *xp_owner;      /* [n_layer][n_expert] rank of each routed expert */
+    float *xp_send, *xp_recv; /* [B * k_cap][n_embd] this rank's rows / every rank's rows */
+    int *xp_pos;            /* [B * k_cap] row of each assignment in xp_recv */
+    int64_t *xp_counts;     /* [n_ranks] floats from each rank */
+    int *xp_rows;           /* [n_ranks] scratch: rows placed per rank */
+
     colibri_stats_t stats;
 
     clb_tokenizer *tok;      /* built on first use (text_api.c) */
@@ -101,6 +110,15 @@ int clb_engine_shift(colibri_engine_t *e, int s, int32_t keep, int32_t d);
 /* Shifts sequence s so that cnt more tokens fit: drops half of what follows its kept start,
    or more when the batch needs it (llama.cpp's context shift). */
 int clb_engine_make_room(colibri_engine_t *e, int s, int32_t cnt);
+
+/* Does this rank compute expert x of layer l? (always, with one process) */
+static inline bool clb_xp_mine(const colibri_engine_t *e, int l, int x) {
+    return !e->xp_on || e->xp_owner[(int64_t)l * e->hp->n_expert + x] == e->xp.rank;
+}
+/* Frees the expert-parallel buffers (colibri_free). */
+void clb_xp_free(colibri_engine_t *e);
+/* Applies colibri_set_default_expert_exec's executor to a new engine (colibri_init_params). */
+int clb_xp_apply_default(colibri_engine_t *e);
 
 /* Fills e->eog from the tokenizer (text_api.c). */
 void clb_text_init_eog(colibri_engine_t *e);

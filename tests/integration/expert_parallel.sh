@@ -1,0 +1,99 @@
+#!/bin/sh
+# Expert parallelism over MPI (colibri-mpi, docs/SCALE.md): on 2 and 4 ranks of one machine the
+# fixture MoE models give logits and tokens bit-identical to one process, unbounded and with a
+# memory budget or a small expert pool (each rank reads only its experts); ranks with different
+# model files refuse to start; a rank killed or stopped mid-run ends the job with a message in
+# bounded time.
+set -u
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+. "$ROOT/tests/reference/it_lib.sh"
+need_colibri
+MPI="$(dirname "$COLIBRI")/colibri-mpi"
+if ! command -v mpirun >/dev/null 2>&1 || [ ! -x "$MPI" ]; then
+    fail "mpirun or $MPI missing (make deps installs openmpi-bin and libopenmpi-dev; make builds colibri-mpi)"
+    finish expert_parallel
+fi
+# CI runs as root; Open MPI refuses root without these
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader
+# the sanitizer build: Open MPI's own allocations that live until exit are not ours
+export LSAN_OPTIONS="suppressions=$ROOT/tests/reference/openmpi.lsan.supp:print_suppressions=0"
+mpi() { # NP OUT [run args]: colibri-mpi run on NP ranks, logits in OUT, ids in OUT.ids
+    _np=$1; _o=$2; shift 2
+    timeout 300 mpirun -np "$_np" --oversubscribe "$MPI" run --tokens "$toks" -n 4 -t 1 --dump-logits "$_o" "$@" \
+        >"$_o.ids" 2>"$_o.err" || { fail "mpirun -np $_np run $*: $(grep -v '^colibri: prompt' "$_o.err" | head -5)"; return 1; }
+}
+one() { # OUT [run args]: the same run in one process
+    _o=$1; shift
+    "$COLIBRI" run --tokens "$toks" -n 4 -t 1 --dump-logits "$_o" "$@" >"$_o.ids" 2>"$_o.err" \
+        || { fail "run $*: $(tail -1 "$_o.err")"; return 1; }
+}
+same() { # A B what
+    cmp -s "$1" "$2" || fail "$3: logits differ from one process"
+    cmp -s "$1.ids" "$2.ids" || fail "$3: tokens differ from one process"
+}
+# 1. unbounded: the experts served from the file mapping, each rank touching its own
+for m in mixtral olmoe qwen2moe; do
+    toks=$(csv "$(cat "$FX/$m/tokens.txt")")
+    M="$FX/$m/model-f32.gguf"
+    one "$WORK/$m.1" -m "$M" || continue
+    for np in 2 4; do
+        mpi $np "$WORK/$m.$np" -m "$M" || continue
+        same "$WORK/$m.1" "$WORK/$m.$np" "$m on $np ranks"
+        n=$(grep -c "^colibri-mpi: rank [0-9]*/$np: .* of expert rows" "$WORK/$m.$np.err")
+        [ "$n" -eq "$np" ] || fail "$m on $np ranks: $n rank reports, not $np"
+    done
+    echo "$m: logits bit-identical on 1, 2 and 4 ranks"
+done
+# 2. bounded: a memory budget, and a pool of 2 experts (208 KiB each in q8_0)
+toks=$(csv "$(cat "$FX/mixtral/tokens.txt")")
+colibri_convert "$FX/mixtral/hf" "$WORK/mx.colibri" --dtype q8_0 || finish expert_parallel
+i=0
+for mode in "--mem-budget 12M" "--expert-pool 450K"; do
+    i=$((i + 1))
+    # shellcheck disable=SC2086
+    one "$WORK/b$i.1" -m "$WORK/mx.colibri" $mode || continue
+    for np in 2 4; do
+        # shellcheck disable=SC2086
+        mpi $np "$WORK/b$i.$np" -m "$WORK/mx.colibri" $mode || continue
+        same "$WORK/b$i.1" "$WORK/b$i.$np" "$mode on $np ranks"
+    done
+    echo "$mode: logits bit-identical on 1, 2 and 4 ranks"
+done
+# each rank reads only its share: with 4 ranks no rank's pool reads what one process reads
+full=$(sed -n 's/.* \([0-9.]*\) MiB read.*/\1/p' "$WORK/b1.1.err")
+for r in $(sed -n 's/.* \([0-9.]*\) MiB read.*/\1/p' "$WORK/b1.4.err"); do
+    awk -v a="$r" -v b="$full" 'BEGIN { exit !(a < b) }' || fail "a rank read $r MiB of experts, one process $full MiB"
+done
+# 3. a different model file on one rank: a message, no run
+cp "$WORK/mx.colibri" "$WORK/other.colibri"
+printf 'x' >>"$WORK/other.colibri"
+if timeout 120 mpirun --oversubscribe -np 1 "$MPI" run -m "$WORK/mx.colibri" --tokens 1,2 -n 1 : \
+    -np 1 "$MPI" run -m "$WORK/other.colibri" --tokens 1,2 -n 1 >/dev/null 2>"$WORK/mm.err"; then
+    fail "ranks with different model files ran"
+else
+    grep -q "rank 1's model file differs from rank 0's" "$WORK/mm.err" || fail "mismatch not reported: $(head -3 "$WORK/mm.err")"
+fi
+# 4. a rank that dies (SIGKILL) or hangs (SIGSTOP; COLIBRI_MPI_TIMEOUT) mid-run ends the job
+for sig in KILL STOP; do
+    COLIBRI_MPI_TIMEOUT=3 mpirun -np 4 --oversubscribe "$MPI" run -m "$FX/mixtral/model-f32.gguf" --tokens 1,2,3 \
+        -n 30000 -t 1 --max-seq-len 32768 >/dev/null 2>"$WORK/$sig.err" &
+    P=$!
+    sleep 2
+    R=$(ps -o pid= --ppid $P | sed -n 2p)
+    [ -n "$R" ] || { fail "$sig: no rank process under mpirun $P"; wait $P; continue; }
+    t0=$(date +%s)
+    kill -s $sig $R
+    w=0
+    while kill -0 $P 2>/dev/null && [ $w -lt 60 ]; do sleep 1; w=$((w + 1)); done
+    if kill -0 $P 2>/dev/null; then
+        fail "$sig: the job still runs 60 s after a rank was stopped"
+        kill -s KILL $P
+    fi
+    wait $P && fail "$sig: the job ended with status 0"
+    echo "SIG$sig of one rank: the job ended after $(( $(date +%s) - t0 )) s"
+    case $sig in
+    KILL) grep -q "exited on signal 9" "$WORK/$sig.err" || fail "KILL: no message: $(head -5 "$WORK/$sig.err")" ;;
+    STOP) grep -q "no answer from the other ranks within 3 s" "$WORK/$sig.err" || fail "STOP: no message: $(head -5 "$WORK/$sig.err")" ;;
+    esac
+done
+finish expert_parallel
