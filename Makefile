@@ -3,6 +3,8 @@
 #   make run        generate with the bundled model
 #   make SANITIZE=address,undefined test   make CROSS=aarch64-linux-gnu- test (qemu)
 #   make static     fully static colibri   make install PREFIX=/usr/local DESTDIR=
+#   make static MINIMAL=1   the engine + `colibri run --tokens` alone, stripped (musl on x86-64)
+#   make size-check         builds it and fails over SIZE_BUDGET bytes (docs/REALTIME.md)
 #   make deps       install missing Debian packages (make run / make test do it themselves)
 #   make format
 CROSS    ?=
@@ -32,7 +34,7 @@ else
 ARCH     := other
 endif
 
-BUILD    ?= build/$(ARCH)$(if $(SANITIZE),-san)$(if $(STATIC),-static)
+BUILD    ?= build/$(ARCH)$(if $(SANITIZE),-san)$(if $(STATIC),-static)$(if $(MINIMAL),-min)
 WARN     := -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
             -Wpointer-arith -Wvla
 CFLAGS   ?= -O2 -g
@@ -63,9 +65,23 @@ endif
 QEMU_CPUS ?= neoverse-n1 cortex-a72
 KERNEL_TESTS = $(BUILD)/tests/test_kernels $(BUILD)/tests/test_matmul $(BUILD)/tests/test_flash
 
-LIB_SRCS  := $(sort $(wildcard src/*.c src/*/*.c))
-LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/%.o)
+# MINIMAL=1: no tokenizer / chat / sampler (src/text, PCRE2, utf8proc), no converter, no
+# codecs (zstd, zlib, OpenSSL; src/minimal/ stands in and refuses such files at open), and a
+# CLI of `run --tokens` alone (cli/minimal/); unused functions are dropped at link time.
+MIN_OUT   := src/text/% src/text_api.c src/files_api.c src/format/codec.c src/format/container_v2.c \
+             src/model/convert.c src/model/mix.c
+ifneq ($(MINIMAL),)
+LIB_SRCS  := $(filter-out $(MIN_OUT),$(sort $(wildcard src/*.c src/*/*.c)))
+CLI_SRCS  := cli/minimal/colibri_min.c cli/common.c
+CFLAGS    += -DCLB_MINIMAL -Isrc/minimal/include -ffunction-sections -fdata-sections
+# the per-token path keeps CFLAGS' optimisation; loading, parsing and the CLI are built for size
+MIN_HOT   := src/kernels/% src/nn/% src/moe/% src/engine.c src/core/threadpool.c
+MIN_OPT_cold := -Os
+else
+LIB_SRCS  := $(filter-out src/minimal/%,$(sort $(wildcard src/*.c src/*/*.c)))
 CLI_SRCS  := $(sort $(wildcard cli/*.c))
+endif
+LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/%.o)
 CLI_OBJS  := $(CLI_SRCS:%.c=$(BUILD)/%.o)
 TEST_SRCS := $(sort $(wildcard tests/unit/test_*.c))
 TEST_BINS := $(TEST_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
@@ -75,13 +91,13 @@ TEST_HELPER_OBJS := $(TEST_HELPER_SRCS:%.c=$(BUILD)/%.o)
 LIB      := $(BUILD)/libcolibri.a
 BIN      := $(BUILD)/colibri
 
-.PHONY: all test check unit-test integration-test run clean install static deps deps-build deps-test format bench fuzz
+.PHONY: all test check unit-test integration-test run clean install static size-check deps deps-build deps-test format bench fuzz
 
 all: $(LIB) $(BIN)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(ISA_FLAGS_$(basename $(notdir $<))) -c $< -o $@
+	$(CC) $(CFLAGS) $(ISA_FLAGS_$(basename $(notdir $<))) $(if $(MINIMAL),$(MIN_OPT_$(if $(filter $(MIN_HOT),$<),hot,cold))) -c $< -o $@
 
 $(LIB): $(LIB_OBJS)
 	@mkdir -p $(dir $@)
@@ -143,19 +159,40 @@ run: deps-build
 # A fully static colibri. Debian ships no libcjson.a, so this target builds cJSON from
 # Debian's own source package (apt-get source) into the build directory; nothing is
 # committed.
+# MINIMAL=1 on x86-64 links against musl (Debian's musl-tools: musl-gcc); aarch64 has no
+# Debian cross musl, so it links glibc statically (what is left of glibc is most of its size).
+SBUILD   := build/$(ARCH)-static$(if $(MINIMAL),-min)
+MUSL_CC  := $(if $(and $(MINIMAL),$(filter x86_64,$(ARCH)),$(if $(CROSS),,1)),musl-gcc)
 static:
 ifeq ($(NODEPS),)
 	@sh tools/install-deps.sh $(BUILD_PKGS) $(STATIC_PKGS) $(DEPS_CROSS)
 endif
-	$(MAKE) STATIC=1 BUILD=build/$(ARCH)-static build/$(ARCH)-static/colibri-static
+	$(MAKE) STATIC=1 BUILD=$(SBUILD) $(if $(MUSL_CC),CC=$(MUSL_CC)) $(SBUILD)/colibri-static
 
-build/$(ARCH)-static/colibri-static: $(CLI_OBJS:$(BUILD)/%=build/$(ARCH)-static/%) \
-		build/$(ARCH)-static/libcolibri.a build/$(ARCH)-static/cjson/libcjson.a
+ifeq ($(MINIMAL),)
+$(SBUILD)/colibri-static: $(CLI_OBJS:$(BUILD)/%=$(SBUILD)/%) $(SBUILD)/libcolibri.a $(SBUILD)/cjson/libcjson.a
 	$(CC) $(CFLAGS) -static $^ -lpcre2-8 -lutf8proc -lzstd -lcrypto -lz -lm -pthread -ldl -ledit -ltinfo -lbsd -lmd -o $@
 	@ls -l $@
+else
+$(SBUILD)/colibri-static: $(CLI_OBJS:$(BUILD)/%=$(SBUILD)/%) $(SBUILD)/libcolibri.a $(SBUILD)/cjson/libcjson.a
+	$(CC) $(CFLAGS) -static -Wl,--gc-sections -Wl,-z,max-page-size=4096 -s $^ -lm -pthread -o $@
+	@ls -l $@
+endif
+# musl-gcc does not search /usr/include: cJSON's header comes from the same source package
+ifneq ($(MUSL_CC),)
+$(LIB_OBJS) $(CLI_OBJS): $(SBUILD)/cjson/libcjson.a
+CFLAGS   += -I$(SBUILD)/cjson/include
+endif
 
-build/$(ARCH)-static/cjson/libcjson.a:
-	sh tools/build-static-cjson.sh $(dir $@) "$(CC)" "$(AR)"
+$(SBUILD)/cjson/libcjson.a:
+	sh tools/build-static-cjson.sh $(dir $@) "$(CC)" "$(AR)" "$(if $(MINIMAL),-ffunction-sections -fdata-sections)"
+
+# The minimal static binary of this ARCH within SIZE_BUDGET bytes, and working: the same ids
+# as the full tool on the bundled model, compressed files refused (tests/size_check.sh).
+SIZE_BUDGET ?= 1000000
+size-check: all
+	$(MAKE) --no-print-directory static MINIMAL=1
+	@SIZE_BUDGET=$(SIZE_BUDGET) RUNNER="$(RUNNER)" COLIBRI=$(BIN) sh tests/size_check.sh build/$(ARCH)-static-min/colibri-static
 
 FUZZ_SECONDS ?= 60
 fuzz:
@@ -177,7 +214,7 @@ BUILD_PKGS := gcc make libc6-dev libcjson-dev zlib1g-dev libpcre2-dev libutf8pro
             libmicrohttpd-dev libzstd-dev libssl-dev
 TEST_PKGS := libcmocka-dev python3 python3-numpy clang libclang-rt-14-dev \
             node=nodejs npm=npm chromium openmpi-bin libopenmpi-dev
-STATIC_PKGS := dpkg-dev libbsd-dev libmd-dev libncurses-dev
+STATIC_PKGS := dpkg-dev libbsd-dev libmd-dev libncurses-dev musl-tools
 CROSS_PKGS := gcc-aarch64-linux-gnu qemu-user libc6:arm64 libcjson-dev:arm64 \
             libcmocka-dev:arm64 zlib1g-dev:arm64 libpcre2-dev:arm64 libutf8proc-dev:arm64 \
             libedit-dev:arm64 libbsd-dev:arm64 libmd-dev:arm64 libncurses-dev:arm64 \

@@ -28,6 +28,8 @@ void cli_progress_init(cli_progress *p, const char *label, double delay);
 void cli_progress_update(cli_progress *p, double fraction);
 void cli_progress_done(cli_progress *p);
 double cli_now(void);
+/* The "prompt N tokens in T s ...; generated ..." line of `run --tokens` on stderr. */
+void cli_run_timing(size_t n_tok, double t_prompt, long n_gen, double t_gen);
 
 /* The whole command line: `colibri COMMAND ...` (colibri.c). */
 int cli_main(int argc, char **argv);

@@ -144,3 +144,9 @@ void cli_progress_done(cli_progress *p) {
         fputc('\n', stderr);
     }
 }
+
+void cli_run_timing(size_t n_tok, double t_prompt, long n_gen, double t_gen) {
+    fprintf(stderr, "colibri: prompt %zu tokens in %.3f s (%.1f tok/s); generated %ld tokens in %.3f s (%.1f tok/s)\n",
+            n_tok, t_prompt, (double)n_tok / (t_prompt > 0 ? t_prompt : 1e-9), n_gen, t_gen,
+            n_gen > 1 ? (double)(n_gen - 1) / (t_gen > 0 ? t_gen : 1e-9) : 0.0);
+}

@@ -330,9 +330,7 @@ int cmd_run(int argc, char **argv) {
     if (n_predict > 0) putchar('\n');
     fflush(stdout);
     double t2 = cli_now();
-    fprintf(stderr, "colibri: prompt %zu tokens in %.3f s (%.1f tok/s); generated %ld tokens in %.3f s (%.1f tok/s)\n",
-            n_tok, t1 - t0, (double)n_tok / (t1 - t0 > 0 ? t1 - t0 : 1e-9), n_predict, t2 - t1,
-            n_predict > 1 ? (double)(n_predict - 1) / (t2 - t1 > 0 ? t2 - t1 : 1e-9) : 0.0);
+    cli_run_timing(n_tok, t1 - t0, n_predict, t2 - t1);
     mem_opts_report(e); /* expert pool figures, when a pool is in use */
 out:
     free(toks);

@@ -4,9 +4,11 @@
 # private deb-src list so the system's apt configuration is untouched), applies Debian's
 # patches (dpkg-source) and compiles cJSON.c with the given compiler. Nothing lands in the
 # repository; the output directory is under build/.
-#   tools/build-static-cjson.sh OUTDIR CC AR
+#   tools/build-static-cjson.sh OUTDIR CC AR [EXTRA_CFLAGS]
+# The header is copied to OUTDIR/include/cjson/cJSON.h (for compilers that do not search
+# /usr/include, such as musl-gcc).
 set -eu
-out=$1; cc=$2; ar=$3
+out=$1; cc=$2; ar=$3; extra=${4:-}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 ver=$(dpkg-query -W -f='${Version}\n' libcjson-dev 2>/dev/null | head -n 1 || true)
@@ -20,7 +22,10 @@ APT="apt-get -q -o Dir::Etc::SourceList=$work/sources.list -o Dir::Etc::SourcePa
 $APT update >/dev/null
 (cd "$work" && $APT source --download-only "cjson=$ver" >/dev/null 2>&1)
 (cd "$work" && dpkg-source -x --no-check cjson_*.dsc tree >/dev/null)
-$cc -O2 -fPIC -c "$work/tree/cJSON.c" -o "$out/cJSON.o"
+mkdir -p "$out/include/cjson"
+cp "$work/tree/cJSON.h" "$out/include/cjson/cJSON.h"
+# shellcheck disable=SC2086 # extra: several flags
+$cc -O2 -fPIC $extra -c "$work/tree/cJSON.c" -o "$out/cJSON.o"
 rm -f "$out/libcjson.a"
 $ar rcs "$out/libcjson.a" "$out/cJSON.o"
 echo "build-static-cjson: $out/libcjson.a from Debian's cjson $ver"

@@ -257,6 +257,7 @@ int clb_source_open_gguf(const char *path, clb_source *s) {
     rc = hparams_from_gguf(g, arch, &s->hp, path);
     clb_free(arch);
     if (rc) return rc;
+#ifndef CLB_MINIMAL /* the minimal build has no tokenizer (src/minimal/text_none.c) */
     if (clb_gguf_find(g, "tokenizer.ggml.model")) {
         s->tokenizer = clb_tokenizer_gguf_to_json(g);
         if (!s->tokenizer) {
@@ -264,6 +265,7 @@ int clb_source_open_gguf(const char *path, clb_source *s) {
             return COLIBRI_ERR_FORMAT;
         }
     }
+#endif
 
     /* count output tensors: stacked ones become n_expert slices */
     int n = 0;
