@@ -104,7 +104,7 @@ $(LIB): $(LIB_OBJS)
 	rm -f $@ && $(AR) rcs $@ $^
 
 $(BIN): $(CLI_OBJS) $(LIB)
-	$(CC) $(CFLAGS) $(LDFLAGS) $(CLI_OBJS) $(LIB) $(LIBS) -ledit -o $@
+	$(CC) $(CFLAGS) $(LDFLAGS) $(CLI_OBJS) $(LIB) $(LIBS) -ledit -lmicrohttpd -o $@
 
 # colibri-mpi (mpi/): the same command line on every rank of an MPI job, with the routed
 # experts spread over the ranks (docs/SCALE.md). Built only where mpicc is (Debian

@@ -42,5 +42,6 @@ int cmd_verify(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 
 #endif

@@ -16,6 +16,7 @@ typedef struct {
 static const command COMMANDS[] = {
     {"run", cmd_run, "generate text (-p) or a greedy continuation of token ids (--tokens)"},
     {"chat", cmd_chat, "an interactive chat with the model's chat template"},
+    {"serve", cmd_serve, "an OpenAI-compatible HTTP server with a chat page (docs/SERVER.md)"},
     {"perplexity", cmd_perplexity, "perplexity of a text file"},
     {"tokenize", colibri_cmd_tokenize, "text to token ids and back, with the model's tokenizer"},
     {"convert", cmd_convert, "convert a Hugging Face directory or GGUF file to .colibri"},

@@ -7,9 +7,7 @@
 #include "cli.h"
 #include "colibri.h"
 #include "generate.h"
-#include "attn_opts.h" /* KV cache and attention options */
-#include "mem_opts.h" /* expert memory hierarchy options */
-#include "rt_opts.h"  /* real-time options */
+#include "engine_opts.h" /* threads, MoE, KV cache and expert memory options */
 
 static void help(void) {
     printf("usage: colibri run -m MODEL (-p TEXT | --tokens IDS) [-n N] [options]\n"
@@ -27,20 +25,11 @@ static void help(void) {
          "  --no-parse-special    special tokens written in the prompt stay text\n"
          "  --tokens IDS          prompt token ids, comma or space separated (e.g. 1,300,447)\n"
          "  -n, --n-predict N     tokens to generate (default 32 with --tokens, 128 with -p)\n"
-         "  -t, --threads N       worker threads (default: online CPUs)\n"
-         "  --max-seq-len N       KV cache length (default: min(model max, 4096))\n"
-         "  --batch N             prompt tokens evaluated per batch (default 64)\n"
-         "  --moe-top-k K         experts per token (default: the model's)\n"
-         "  --moe-top-p P         dynamic k: the fewest experts whose routing probability reaches P\n"
-         "  --moe-k-min K, --moe-k-max K   bounds of the dynamic k\n"
-         "  --router-temperature T  divide router logits by T before scoring\n"
          "  --config FILE         JSON run-time settings (threads, max_seq_len, moe_top_k, ...)\n"
          "  --dump-logits FILE    write the logits of every prompt position as raw little-endian\n"
          "                        float32 [n_tokens][n_vocab]\n"
-         ATTN_OPTS_HELP
+         ENGINE_OPTS_HELP
          CTX_OPTS_HELP
-         MEM_OPTS_HELP
-         RT_OPTS_HELP
          "  -h, --help            this help\n"
          "\nSampling (with -p; --tokens is always greedy):\n%s", gen_options_help());
 }
@@ -188,7 +177,6 @@ static int run_text(const char *model, const char *prompt, const char *pfile, co
 
 int cmd_run(int argc, char **argv) {
     const char *model = NULL, *tokens_s = NULL, *dump = NULL, *config = NULL, *prompt = NULL, *pfile = NULL;
-    long v;
     colibri_params p = colibri_params_default();
     p.ctx_shift = 1; /* a full context shifts (--no-context-shift stops) */
     gen_opts go;
@@ -197,10 +185,7 @@ int cmd_run(int argc, char **argv) {
     ctx_opts co = {0};
     bool parse_special = true;
     go.prompt_echo = GEN_ECHO_PRINT;
-    /* --config first: the settings of the command line win over the file's */
-    for (int i = 1; i + 1 < argc; i++)
-        if (!strcmp(argv[i], "--config") && colibri_params_read_config(argv[i + 1], &p))
-            return cli_fail("%s", colibri_last_error()), 2;
+    if (!engine_opts_config(&p, argc, argv)) return 2;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -210,11 +195,7 @@ int cmd_run(int argc, char **argv) {
         int g = gen_parse_option(&go, argc, argv, &i);
         if (g < 0) return 2;
         if (g > 0) continue;
-        if ((g = mem_opts_parse(&p, argc, argv, &i)) < 0) return 2;
-        if (g > 0) continue;
-        if ((g = rt_opts_parse(&p, argc, argv, &i)) < 0) return 2;
-        if (g > 0) continue;
-        if ((g = attn_opts_parse(&p, argc, argv, &i)) < 0) return 2;
+        if ((g = engine_opts_parse(&p, argc, argv, &i)) < 0) return 2;
         if (g > 0) continue;
         if ((g = ctx_opts_parse(&p, &co, argc, argv, &i)) < 0) return 2;
         if (g > 0) continue;
@@ -230,38 +211,7 @@ int cmd_run(int argc, char **argv) {
         else if (!strcmp(a, "-f") || !strcmp(a, "--file")) { VAL(); pfile = val; }
         else if (!strcmp(a, "--dump-logits")) { VAL(); dump = val; }
         else if (!strcmp(a, "--config")) { VAL(); config = val; }
-        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            VAL();
-            if (!cli_int(val, 1, 1024, &v)) return cli_fail("--threads: '%s' is not in 1..1024", val), 2;
-            p.n_threads = (int)v;
-        } else if (!strcmp(a, "--max-seq-len")) {
-            VAL();
-            if (!cli_int(val, 1, 1 << 24, &v)) return cli_fail("--max-seq-len: '%s' is not a length", val), 2;
-            p.max_seq_len = (int)v;
-        } else if (!strcmp(a, "--batch")) {
-            VAL();
-            if (!cli_int(val, 1, 4096, &v)) return cli_fail("--batch: '%s' is not in 1..4096", val), 2;
-            p.n_batch = (int)v;
-        } else if (!strcmp(a, "--moe-top-k")) {
-            VAL();
-            if (!cli_int(val, 1, 1024, &v)) return cli_fail("--moe-top-k: '%s' is not in 1..1024", val), 2;
-            p.moe_top_k = (int)v;
-        } else if (!strcmp(a, "--moe-top-p")) {
-            double d;
-            VAL();
-            if (!cli_float(val, 0, 1, &d)) return cli_fail("--moe-top-p: '%s' is not in 0..1", val), 2;
-            p.moe_top_p = (float)d;
-        } else if (!strcmp(a, "--moe-k-min") || !strcmp(a, "--moe-k-max")) {
-            VAL();
-            if (!cli_int(val, 1, 1024, &v)) return cli_fail("%s: '%s' is not in 1..1024", a, val), 2;
-            if (!strcmp(a, "--moe-k-min")) p.moe_k_min = (int)v;
-            else p.moe_k_max = (int)v;
-        } else if (!strcmp(a, "--router-temperature")) {
-            double d;
-            VAL();
-            if (!cli_float(val, 1e-3, 1e3, &d)) return cli_fail("--router-temperature: '%s' is not in 0.001..1000", val), 2;
-            p.router_temperature = (float)d;
-        } else {
+        else {
             return cli_fail("run: unknown option '%s' (see colibri run --help)", a), 2;
         }
 #undef VAL
