@@ -162,6 +162,6 @@ bool srv_utf8_valid(const char *s, size_t n);
 const char *srv_finish_name(srv_finish f);
 
 /* serve_page.c */
-extern const char srv_page_html[];
+char *srv_page_html(void); /* heap */
 
 #endif

@@ -335,7 +335,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         return reply(c, S, 200, "application/json", strdup("{\"status\":\"ok\"}"), NULL);
     }
     if ((!strcmp(url, "/") || !strcmp(url, "/index.html")) && get) /* static, no data: the page asks for the key */
-        return reply(c, S, 200, "text/html; charset=utf-8", strdup(srv_page_html), NULL);
+        return reply(c, S, 200, "text/html; charset=utf-8", srv_page_html(), NULL);
     if (!key_ok(S, c)) return reply_error(c, S, 401, "invalid or missing API key (Authorization: Bearer KEY)", "invalid_api_key");
     const bool known = !strcmp(url, "/v1/chat/completions") || !strcmp(url, "/v1/completions") || !strcmp(url, "/tokenize") ||
                        !strcmp(url, "/detokenize") || !strcmp(url, "/v1/models") || !strcmp(url, "/metrics") ||
