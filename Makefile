@@ -48,6 +48,7 @@ LDFLAGS  += -fsanitize=$(SANITIZE)
 endif
 LIBS     := -lcjson -lpcre2-8 -lutf8proc -lzstd -lcrypto -lz -lm -pthread
 TESTLIBS := -lcmocka
+CLI_LIBS := -ledit -lmicrohttpd  # the tool: line editing (chat), HTTP (serve)
 
 ifeq ($(ARCH),x86_64)
 ISA_FLAGS_x86_avx2 := -mavx2 -mfma -mf16c
@@ -104,7 +105,7 @@ $(LIB): $(LIB_OBJS)
 	rm -f $@ && $(AR) rcs $@ $^
 
 $(BIN): $(CLI_OBJS) $(LIB)
-	$(CC) $(CFLAGS) $(LDFLAGS) $(CLI_OBJS) $(LIB) $(LIBS) -ledit -lmicrohttpd -o $@
+	$(CC) $(CFLAGS) $(LDFLAGS) $(CLI_OBJS) $(LIB) $(LIBS) $(CLI_LIBS) -o $@
 
 # colibri-mpi (mpi/): the same command line on every rank of an MPI job, with the routed
 # experts spread over the ranks (docs/SCALE.md). Built only where mpicc is (Debian
@@ -121,7 +122,7 @@ $(BUILD)/mpi/%.o: mpi/%.c
 	@mkdir -p $(dir $@)
 	$(MPICC) $(CFLAGS) -Icli -c $< -o $@
 $(MPI_BIN): $(MPI_OBJS) $(filter-out $(BUILD)/cli/main.o,$(CLI_OBJS)) $(LIB)
-	$(MPICC) $(CFLAGS) $(LDFLAGS) $(filter %.o,$^) $(LIB) $(LIBS) -ledit -o $@
+	$(MPICC) $(CFLAGS) $(LDFLAGS) $(filter %.o,$^) $(LIB) $(LIBS) $(CLI_LIBS) -o $@
 endif
 
 $(BUILD)/tests/%: tests/unit/%.c $(TEST_HELPER_OBJS) $(LIB)
