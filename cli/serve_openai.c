@@ -462,7 +462,7 @@ static cJSON *envelope(srv *S, const srv_parsed *p, const char *id, long created
 static char *text_dup(const srv_req *r, size_t from, size_t to) {
     char *t = malloc(to - from + 1);
     if (!t) return NULL;
-    memcpy(t, r->text + from, to - from);
+    if (to > from) memcpy(t, r->text + from, to - from); /* no text yet: r->text is NULL */
     t[to - from] = 0;
     return t;
 }
