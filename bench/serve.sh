@@ -1,0 +1,71 @@
+#!/bin/sh
+# bench/serve.sh — decode throughput through `colibri serve`:
+#   1. single-stream decode tok/s through the server (streamed, from the first token to the
+#      last) against `colibri bench` on the same model and threads;
+#   2. aggregate decode tok/s with 1, 2, 4 and 8 concurrent streams, and the bytes of expert
+#      weights a step reads (from /metrics: moe_expert_bytes_run_total / decode_steps_total).
+# usage: bench/serve.sh MODEL COLIBRI [COLIBRI2 ...]
+#   env: THREADS (2), TOKENS (128 per stream), STREAMS ("1 2 4 8"), EXTRA (more serve options)
+# Greedy with ignore_eos, so every stream generates exactly TOKENS tokens.
+set -eu
+MODEL=$1; shift
+THREADS=${THREADS:-2}; TOKENS=${TOKENS:-128}; STREAMS=${STREAMS:-"1 2 4 8"}; EXTRA=${EXTRA:-}
+PY=${PYTHON:-python3}
+MAXS=1; for s in $STREAMS; do [ "$s" -gt "$MAXS" ] && MAXS=$s; done
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+# one round of N concurrent streams: prints "tokens wall_s tok_s steps bytes_per_step"
+cat >"$tmp/round.py" <<'PY'
+import http.client, json, sys, threading, time
+port, n, tokens = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+def metrics():
+    c = http.client.HTTPConnection("127.0.0.1", port); c.request("GET", "/metrics"); t = c.getresponse().read().decode()
+    return {l.split()[0]: float(l.split()[1]) for l in t.splitlines() if l and not l.startswith("#")}
+res = [None] * n
+def one(i):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=3600)
+    body = json.dumps({"prompt": "Stream %d: once upon a time" % i, "max_tokens": tokens, "temperature": 0,
+                       "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}})
+    c.request("POST", "/v1/completions", body, {"Content-Type": "application/json"})
+    r = c.getresponse(); first = last = None; got = 0
+    for line in r:
+        line = line.strip()
+        if not line.startswith(b"data: ") or line == b"data: [DONE]": continue
+        j = json.loads(line[6:])
+        if j.get("usage"): got = j["usage"]["completion_tokens"]; continue
+        if j["choices"] and j["choices"][0]["text"]:
+            now = time.perf_counter(); first = first or now; last = now
+    res[i] = (first, last, got)
+m0 = metrics()
+th = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+[t.start() for t in th]; [t.join() for t in th]
+m1 = metrics()
+first = min(r[0] for r in res); last = max(r[1] for r in res); toks = sum(r[2] for r in res)
+steps = m1["colibri_decode_steps_total"] - m0["colibri_decode_steps_total"]
+byts = m1["colibri_moe_expert_bytes_run_total"] - m0["colibri_moe_expert_bytes_run_total"]
+runs = m1["colibri_moe_layer_runs_total"] - m0["colibri_moe_layer_runs_total"]
+exps = m1["colibri_moe_experts_run_total"] - m0["colibri_moe_experts_run_total"]
+# the first token of each stream is sampled from the prompt's logits: decode = toks - n tokens
+print("%d %.3f %.2f %d %.0f %.2f" % (toks, last - first, (toks - n) / (last - first), steps, byts / max(steps, 1),
+                                     exps / max(runs, 1)))
+PY
+for BIN in "$@"; do
+    echo "== $BIN ($MODEL, $THREADS threads)"
+    bt=$("$BIN" bench -m "$MODEL" -t "$THREADS" -p 16 -n "$TOKENS" --json 2>/dev/null | $PY -c 'import json,sys; print(json.load(sys.stdin)["decode_tok_s"])')
+    echo "colibri bench decode: $bt tok/s"
+    "$BIN" serve -m "$MODEL" --port 0 -t "$THREADS" --parallel "$MAXS" --max-seq-len $((TOKENS + 64)) $EXTRA 2>"$tmp/err" &
+    sp=$!
+    port=
+    for i in $(seq 1 3000); do
+        port=$(sed -n 's/.*serving .* on http:\/\/127\.0\.0\.1:\([0-9]*\)\/.*/\1/p' "$tmp/err"); [ -n "$port" ] && break
+        kill -0 $sp 2>/dev/null || break; sleep 0.1
+    done
+    [ -n "$port" ] || { cat "$tmp/err"; exit 1; }
+    $PY "$tmp/round.py" "$port" 1 8 >/dev/null # warm-up
+    printf '%8s %10s %10s %12s %8s %18s %14s\n' streams tokens wall_s "decode tok/s" steps "expert MB/step" "experts/layer"
+    for n in $STREAMS; do
+        set -- $($PY "$tmp/round.py" "$port" "$n" "$TOKENS")
+        printf '%8d %10d %10.3f %12.2f %8d %18.2f %14.2f\n' "$n" "$1" "$2" "$3" "$4" "$(echo "$5" | awk '{print $1/1048576}')" "$6"
+        [ "$n" -eq 1 ] && echo "   single stream through the server: $3 tok/s = $(awk -v a="$3" -v b="$bt" 'BEGIN{printf "%.1f", 100*a/b}')% of colibri bench"
+    done
+    kill -TERM $sp; wait $sp || true
+done
