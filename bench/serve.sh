@@ -5,17 +5,20 @@
 #   2. aggregate decode tok/s with 1, 2, 4 and 8 concurrent streams, and the bytes of expert
 #      weights a step reads (from /metrics: moe_expert_bytes_run_total / decode_steps_total).
 # usage: bench/serve.sh MODEL COLIBRI [COLIBRI2 ...]
-#   env: THREADS (2), TOKENS (128 per stream), STREAMS ("1 2 4 8"), EXTRA (more serve options)
-# Greedy with ignore_eos, so every stream generates exactly TOKENS tokens.
+#   env: THREADS (2), TOKENS (128 per stream), STREAMS ("1 2 4 8"), EXTRA (more serve options),
+#        TEMP (1.0: each stream samples with its own seed, so that the streams' tokens, and the
+#        experts they choose, differ; on a random-weight file greedy streams all fall into the
+#        same tokens and share every expert)
+# ignore_eos: every stream generates exactly TOKENS tokens.
 set -eu
 MODEL=$1; shift
-THREADS=${THREADS:-2}; TOKENS=${TOKENS:-128}; STREAMS=${STREAMS:-"1 2 4 8"}; EXTRA=${EXTRA:-}
+THREADS=${THREADS:-2}; TOKENS=${TOKENS:-128}; export TEMP=${TEMP:-1.0}; STREAMS=${STREAMS:-"1 2 4 8"}; EXTRA=${EXTRA:-}
 PY=${PYTHON:-python3}
 MAXS=1; for s in $STREAMS; do [ "$s" -gt "$MAXS" ] && MAXS=$s; done
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 # one round of N concurrent streams: prints "tokens wall_s tok_s steps bytes_per_step"
 cat >"$tmp/round.py" <<'PY'
-import http.client, json, sys, threading, time
+import http.client, json, os, sys, threading, time
 port, n, tokens = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 def metrics():
     c = http.client.HTTPConnection("127.0.0.1", port); c.request("GET", "/metrics"); t = c.getresponse().read().decode()
@@ -23,7 +26,7 @@ def metrics():
 res = [None] * n
 def one(i):
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=3600)
-    body = json.dumps({"prompt": "Stream %d: once upon a time" % i, "max_tokens": tokens, "temperature": 0,
+    body = json.dumps({"prompt": "Stream %d: once upon a time" % i, "max_tokens": tokens, "temperature": float(os.environ["TEMP"]), "seed": 1000 + i,
                        "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}})
     c.request("POST", "/v1/completions", body, {"Content-Type": "application/json"})
     r = c.getresponse(); first = last = None; got = 0
