@@ -81,6 +81,10 @@ MIN_OPT_cold := -Os
 else
 LIB_SRCS  := $(filter-out src/minimal/%,$(sort $(wildcard src/*.c src/*/*.c)))
 CLI_SRCS  := $(sort $(wildcard cli/*.c))
+ifneq ($(STATIC),)
+# no static libmicrohttpd dependencies in Debian: the static tool has no server
+CLI_SRCS  := $(filter-out cli/serve%.c,$(CLI_SRCS)) cli/static/serve_none.c
+endif
 endif
 LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/%.o)
 CLI_OBJS  := $(CLI_SRCS:%.c=$(BUILD)/%.o)
