@@ -93,7 +93,7 @@ static int read_config(const char *path, colibri_params *p) {
             break;
         }
         double v = it->valuedouble;
-        bool is_int = v == (double)(int)v;
+        bool is_int = v >= -1e9 && v <= 1e9 && v == (double)(int)v; /* (int) of 1e20 is undefined */
         if (strcmp(k, "threads") == 0 && is_int && v >= 0 && v <= 1024) p->n_threads = (int)v;
         else if (strcmp(k, "max_seq_len") == 0 && is_int && v >= 0 && v <= (1 << 24)) p->max_seq_len = (int)v;
         else if (strcmp(k, "n_batch") == 0 && is_int && v >= 0 && v <= 4096) p->n_batch = (int)v;

@@ -73,8 +73,8 @@ int clb_mem_config_key(const char *path, const cJSON *it, colibri_params *p, boo
         return COLIBRI_OK;
     }
     if (!strcmp(k, "io_threads")) {
-        if (!cJSON_IsNumber(it) || it->valuedouble != (double)(int)it->valuedouble || it->valuedouble < 0 ||
-            it->valuedouble > 64)
+        if (!cJSON_IsNumber(it) || !(it->valuedouble >= 0 && it->valuedouble <= 64) ||
+            it->valuedouble != (double)(int)it->valuedouble)
             return clb_err(COLIBRI_ERR_ARG, "%s: 'io_threads' must be an integer in 0..64", path);
         p->io_threads = (int)it->valuedouble;
         return COLIBRI_OK;

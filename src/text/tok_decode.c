@@ -69,7 +69,8 @@ int clb_detokenize(const clb_tokenizer *t, const int32_t *ids, size_t n, bool sk
     if (rc == COLIBRI_OK) {
         size_t start = 0;
         for (int k = 0; k < t->dec_strip && start < raw.n && raw.p[start] == ' '; k++) start++;
-        if (t->dec_utf8_lossy) rc = put_lossy(&res, raw.p + start, raw.n - start, false);
+        if (raw.n == start) { /* nothing decoded (raw.p may be NULL: no pointer arithmetic on it) */
+        } else if (t->dec_utf8_lossy) rc = put_lossy(&res, raw.p + start, raw.n - start, false);
         else rc = clb_buf_put(&res, raw.p + start, raw.n - start);
     }
     if (rc == COLIBRI_OK) {

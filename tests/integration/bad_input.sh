@@ -247,5 +247,14 @@ $EDIT gguf "$G" "$WORK/ctx256.gguf" llama.context_length=u32:256
 expect_fail "304 tokens do not fit the model's context (256 positions)" bench -m "$WORK/ctx256.gguf" -p 300 -n 4
 expect_fail "-p 100000 + -n 64 = 100064 tokens do not fit" bench -m "$WORK/ctx256.gguf" -p 100000 -n 64
 
+# found by the fuzzers (issue 13): a config number beyond int (UBSan: float-cast overflow),
+# decoding no ids (UBSan: pointer arithmetic on NULL)
+printf '{"threads": 1e20}' >"$WORK/huge.json"
+expect_fail "'threads' = 1e+20 is out of range" run -m "$G" --tokens 1 --config "$WORK/huge.json"
+printf '{"io_threads": -1e300}' >"$WORK/huge.json"
+expect_fail "'io_threads' must be an integer in 0..64" run -m "$G" --tokens 1 --config "$WORK/huge.json"
+out=$(echo '[]' | "$COLIBRI" tokenize --tokenizer "$WORK/ok.json" --jsonl --decode 2>&1)
+[ "$out" = '""' ] || fail "--jsonl --decode [] gave '$out'"
+
 [ "$FAILS" -eq 0 ] && echo "bad_input: all cases failed cleanly"
 [ "$FAILS" -eq 0 ]
