@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""make_corpus.py OUT_DIR — writes the GGUF and safetensors fuzz seeds (a few KB each).
+"""make_corpus.py OUT_DIR — writes the GGUF, safetensors and text (tokenizer.json, chat
+template, HF config.json, run-time config) fuzz seeds (a few KB each).
 
 Seeds are either synthetic (every GGUF value type, nested arrays, custom alignment, an
 unknown tensor type) or shrunk from the repository fixtures: their real keys, tensor names
@@ -176,6 +177,97 @@ def mini_safetensors(path, n=8):
     return safetensors(entries, h.get("__metadata__"))
 
 
+# ---- text seeds: tokenizer.json (+ NUL + text), chat templates (+ NUL + extra JSON),
+# HF config.json, run-time config files; each includes the hostile cases of issue 13 ----
+
+def _tok(model, normalizer=None, post=None, added=None, pre=None, decoder=None):
+    return json.dumps({"version": "1.0", "model": model, "added_tokens": added or [],
+                       "normalizer": normalizer, "pre_tokenizer": pre, "post_processor": post,
+                       "decoder": decoder}).encode()
+
+
+def text_seeds():
+    s = {}
+    text = "\0Hello world aab <s> \xe2\x96\x81x 12".encode("utf-8", "surrogateescape")
+    bpe = {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2, "<s>": 3, "h": 4, "e": 5, "l": 6, "o": 7, " ": 8},
+           "merges": ["a b"], "byte_fallback": False}
+    s["tokenizer/bpe.json"] = _tok(bpe, added=[{"id": 3, "content": "<s>", "special": True}]) + text
+    s["tokenizer/bytelevel.json"] = _tok(
+        {"type": "BPE", "vocab": {chr(0x100 + i) if i < 33 else chr(i): i for i in range(33, 127)}, "merges": []},
+        pre={"type": "ByteLevel", "add_prefix_space": False, "use_regex": True},
+        decoder={"type": "ByteLevel"}) + text
+    s["tokenizer/wordpiece.json"] = _tok(
+        {"type": "WordPiece", "vocab": {"[UNK]": 0, "hello": 1, "##lo": 2, "world": 3}, "unk_token": "[UNK]",
+         "continuing_subword_prefix": "##", "max_input_chars_per_word": 100},
+        normalizer={"type": "BertNormalizer", "lowercase": True}, pre={"type": "BertPreTokenizer"}) + text
+    s["tokenizer/wordlevel.json"] = _tok(
+        {"type": "WordLevel", "vocab": {"<unk>": 0, "hello": 1, "world": 2}, "unk_token": "<unk>"},
+        pre={"type": "Whitespace"}) + text
+    s["tokenizer/unigram.json"] = _tok(
+        {"type": "Unigram", "unk_id": 0, "vocab": [["<unk>", 0.0], ["\u2581", -1.0], ["h", -2.0], ["hello", -1.5]]},
+        normalizer={"type": "Sequence", "normalizers": [{"type": "NFKC"}, {"type": "Replace", "pattern": {"String": " "},
+                                                                         "content": "\u2581"}]},
+        pre={"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always"}) + text
+    # issue 13 items 1, 2, 4: a huge id, 40 growing normalizers, a negative post-processor id,
+    # several strings of one id
+    s["tokenizer/hugeid.json"] = _tok({"type": "BPE", "vocab": {"a": 0, "b": 1073741823}, "merges": []}) + text
+    s["tokenizer/grow.json"] = _tok({"type": "BPE", "vocab": {"a": 0}, "merges": []}, normalizer={
+        "type": "Sequence", "normalizers": [{"type": "Replace", "pattern": {"String": "a"}, "content": "aa"}] * 40}) + text
+    s["tokenizer/negpost.json"] = _tok({"type": "BPE", "vocab": {"a": 0}, "merges": []}, post={
+        "type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "X", "type_id": 0}},
+                                                 {"Sequence": {"id": "A", "type_id": 0}}], "pair": [],
+        "special_tokens": {"X": {"id": "X", "ids": [-1], "tokens": ["X"]}}}) + text
+    s["tokenizer/sharedid.json"] = _tok({"type": "BPE", "vocab": {"a": 0, "b": 0, "c": 1}, "merges": []}) + text
+    s["tokenizer/fixture.json"] = open("tests/fixtures/llama-dense/hf/tokenizer.json", "rb").read()[:16000]
+
+    # chat templates
+    chatml = ("{%- for message in messages %}{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + "
+              "'<|im_end|>' + '\\n' }}{%- endfor %}{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}"
+              "{%- endif %}")
+    s["chat_template/chatml.jinja"] = chatml.encode()
+    s["chat_template/qwen3.jinja"] = json.load(open("tests/fixtures/tokenizers/qwen3/tokenizer_config.json"))[
+        "chat_template"].encode() + b"\0" + json.dumps({"enable_thinking": False, "tools": [{"name": "f"}]}).encode()
+    s["chat_template/empty.jinja"] = b"{{ '' }}"
+    s["chat_template/intmin.jinja"] = (b"{{ (-9223372036854775807 - 1) | abs }}{{ 5 % (-9223372036854775807 - 1) }}"
+                                       b"{{ (-9223372036854775807 - 1) is divisibleby(-1) }}")
+    s["chat_template/range.jinja"] = (b"{{ range(9223372036854775800, 9223372036854775807, 3) | list }}"
+                                      b"{{ [1, 2, 3][1::9223372036854775807] }}{{ 'abc'[::-9223372036854775807 - 1] }}")
+    s["chat_template/big.jinja"] = b"{% for i in range(100000) %}{{ 'a b c d e f g ' }}{% endfor %}"
+    s["chat_template/macros.jinja"] = (b"{% macro m(x, y=2) %}{{ x ~ y ~ caller() if caller else '' }}{% endmacro %}"
+                                       b"{% set ns = namespace(n=0) %}{% for m in messages %}{% set ns.n = ns.n + 1 %}"
+                                       b"{{ m.content | trim | upper | replace('A', 'b') }}{% endfor %}{{ ns.n }}"
+                                       b"{{ messages | map(attribute='role') | join(',') }}{{ {'a': 1} | tojson }}")
+
+    # HF config.json
+    for fam in ("llama-dense", "mixtral", "qwen2moe", "olmoe"):
+        s[f"hf_config/{fam}.json"] = open(f"tests/fixtures/{fam}/hf/config.json", "rb").read()
+    base = json.load(open("tests/fixtures/llama-dense/hf/config.json"))
+    for name, edit in (("rope-linear0", {"rope_scaling": {"rope_type": "linear", "factor": 0}}),
+                       ("rope-yarn-neg", {"rope_scaling": {"rope_type": "yarn", "factor": -1}}),
+                       ("rope-llama3-ctx0", {"rope_scaling": {"rope_type": "llama3", "factor": 8,
+                                                              "original_max_position_embeddings": 0}}),
+                       ("ctx-2p31", {"max_position_embeddings": 2 ** 31}),
+                       ("heads-string", {"num_attention_heads": "4"})):
+        c = dict(base)
+        c.update(edit)
+        s[f"hf_config/{name}.json"] = json.dumps(c).encode()
+    s["hf_config/theta-inf.json"] = json.dumps(base).replace('"rope_theta": 500000.0', '"rope_theta": 1e400').encode()
+    mx = json.load(open("tests/fixtures/mixtral/hf/config.json"))
+    mx["num_local_experts"] = "8"
+    s["hf_config/experts-string.json"] = json.dumps(mx).encode()
+
+    # run-time config files
+    s["runtime_config/all.json"] = json.dumps({
+        "threads": 2, "max_seq_len": 512, "n_batch": 32, "moe_top_k": 2, "router_temperature": 1.0, "moe_top_p": 0.9,
+        "moe_k_min": 1, "moe_k_max": 4, "n_seq": 2, "n_keep": 4, "mem_budget": "1.5GiB", "expert_pool": 1048576,
+        "cache_policy": "lfu", "prefetch": True, "direct_io": False, "usage_stats": 1, "io_threads": 2,
+        "cache_type_k": "q8_0", "cache_type_v": "f16", "ctx_shift": True, "mla": "latent",
+        "flash_attn": "auto"}).encode()
+    s["runtime_config/huge.json"] = b'{"threads": 1e20, "io_threads": -1e300, "max_seq_len": 2147483648}'
+    s["runtime_config/types.json"] = b'{"n_seq": "2", "mem_budget": "12XB", "ctx_shift": 1}'
+    return s
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else "tests/fuzz/corpus"
     seeds = {
@@ -195,6 +287,7 @@ def main():
         "safetensors/mixtral-mini.safetensors":
             mini_safetensors("tests/fixtures/mixtral/hf/model.safetensors"),
     }
+    seeds.update(text_seeds())
     for rel, data in seeds.items():
         path = os.path.join(out, rel)
         os.makedirs(os.path.dirname(path), exist_ok=True)

@@ -6,12 +6,14 @@
 # Exits non-zero when a target crashes, leaks, times out or fails to build; the crashing
 # input is kept as build/fuzz/crash-<target>-*. Run from the repository root.
 # Needs clang and libFuzzer (Debian: clang, libclang-rt-14-dev). Targets: fuzz_gguf,
-# fuzz_container, fuzz_safetensors, fuzz_container_v2, fuzz_codec (default: all). A crash is reproduced with
+# fuzz_container, fuzz_safetensors, fuzz_container_v2, fuzz_codec, fuzz_tokenizer (tokenizer.json
+# + encoding), fuzz_gguf_vocab (GGUF vocabularies), fuzz_chat_template, fuzz_hf_config,
+# fuzz_runtime_config (default: all). A crash is reproduced with
 #   build/fuzz/fuzz_gguf build/fuzz/crash-fuzz_gguf-<hash>
 set -u
 SECS=${1:-10}
 [ $# -gt 0 ] && shift
-TARGETS=${*:-fuzz_gguf fuzz_container fuzz_safetensors fuzz_container_v2 fuzz_codec}
+TARGETS=${*:-fuzz_gguf fuzz_container fuzz_safetensors fuzz_container_v2 fuzz_codec fuzz_tokenizer fuzz_gguf_vocab fuzz_chat_template fuzz_hf_config fuzz_runtime_config}
 CC=${FUZZ_CC:-clang}
 OUT=build/fuzz
 SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
@@ -80,6 +82,11 @@ for t in $TARGETS; do
         fuzz_container) seeds=tests/fuzz/corpus/container ;;
         fuzz_safetensors) seeds=tests/fuzz/corpus/safetensors ;;
         fuzz_container_v2 | fuzz_codec) seeds=tests/fuzz/corpus/container_v2 ;;
+        fuzz_tokenizer) seeds=tests/fuzz/corpus/tokenizer ;;
+        fuzz_gguf_vocab) seeds=tests/fuzz/corpus/gguf ;;
+        fuzz_chat_template) seeds=tests/fuzz/corpus/chat_template ;;
+        fuzz_hf_config) seeds=tests/fuzz/corpus/hf_config ;;
+        fuzz_runtime_config) seeds=tests/fuzz/corpus/runtime_config ;;
         *) echo "unknown target $t" >&2; status=1; continue ;;
     esac
     # shellcheck disable=SC2086
