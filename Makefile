@@ -137,6 +137,17 @@ $(BUILD)/tests/%: tests/unit/%.c $(TEST_HELPER_OBJS) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests/unit $(LDFLAGS) $< $(TEST_HELPER_OBJS) $(LIB) $(LIBS) $(TESTLIBS) -o $@
 
+# test_embed counts the C library's allocation and file calls (-Wl,--wrap) and compiles the
+# example of docs/EMBEDDING.md (the ```c block after its marker comment)
+EMBED_WRAP := malloc calloc realloc free posix_memalign aligned_alloc mmap open openat fopen pread stat
+$(BUILD)/tests/embed_example.c: docs/EMBEDDING.md
+	@mkdir -p $(dir $@)
+	awk '/<!-- compiled by tests\/unit\/test_embed.c -->/ {f = 1; next} f == 1 && /^```c$$/ {f = 2; next} \
+	     f == 2 && /^```$$/ {f = 3} f == 2 {print}' $< > $@.tmp && mv $@.tmp $@
+$(BUILD)/tests/test_embed: $(BUILD)/tests/embed_example.c
+$(BUILD)/tests/test_embed: CFLAGS += -I$(BUILD)/tests
+$(BUILD)/tests/test_embed: LDFLAGS += $(foreach f,$(EMBED_WRAP),-Wl,--wrap=$(f))
+
 # `make test` and `make run` first install what is missing (tools/install-deps.sh: nothing
 # happens when all is there; NODEPS=1 skips the check), then build in a second make so that
 # no compile starts before the headers exist.

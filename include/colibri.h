@@ -239,6 +239,47 @@ int colibri_params_read_config(const char *config_path, colibri_params *p);
 /* Like colibri_init with explicit parameters (params may be NULL for defaults). */
 colibri_engine_t *colibri_init_params(const char *model_path, const colibri_params *params);
 
+/* ---- embedding: a read callback instead of a path, a caller's block instead of malloc ----
+   (docs/EMBEDDING.md) */
+
+/* Where the model's bytes come from. read is required; size and map are optional. */
+typedef struct colibri_source {
+    /* Copies len bytes at offset into dst. Returns len; anything else is an error (fewer:
+       a short read, < 0: the caller's error code), which fails the call that needed the
+       bytes with COLIBRI_ERR_IO. In the bounded mode it is called from the expert I/O
+       threads, several at once: it must be safe to call concurrently (a pread or a memcpy
+       from a buffer is). */
+    int64_t (*read)(void *ctx, uint64_t offset, size_t len, void *dst);
+    /* The source's size in bytes into *size, 0 on success. NULL: the length field below. */
+    int (*size)(void *ctx, uint64_t *size);
+    /* Optional: a pointer to all size bytes (a buffer, memory-mapped flash), readable until
+       colibri_free; the weights are then used in place, not copied. NULL (or a NULL
+       return): everything the engine keeps resident is read through read into memory. */
+    const void *(*map)(void *ctx, uint64_t size);
+    void *ctx;
+    uint64_t length;  /* the size in bytes, when the size callback is NULL */
+    const char *name; /* in messages; NULL = "source" */
+} colibri_source;
+
+/* Opens a .colibri (plain, version 1) or GGUF model from src, with params (NULL =
+   defaults; usage_stats and direct_io, which need a file, are refused), and makes no
+   file-system call. mem / mem_size: a block the engine carves everything from — the
+   dense weights (unless src maps them), KV cache, activation arena, expert pool, tables —
+   so that once it returns no evaluation allocates (no malloc, mmap or open); mem NULL uses
+   the C heap. Bounded mode (params->mem_budget or expert_pool_bytes, no map callback, a
+   .colibri file): only the header, metadata and dense tensors are read at init; the routed
+   experts are read through src->read into the pool on demand. Unbounded: the whole file
+   is read (or mapped). A block too small fails with COLIBRI_ERR_NOMEM and a message giving
+   the bytes needed (found by a measuring init on the C heap; call colibri_embed_size ahead
+   where there is none). The same model and parameters give colibri_init's logits, bit for
+   bit. The text calls (tokenizer, chat) still use the C heap: feed token ids to avoid it. */
+colibri_engine_t *colibri_init_ex(const colibri_source *src, const colibri_params *params, void *mem,
+                                  size_t mem_size);
+/* The block colibri_init_ex needs for src and params, in bytes, into *bytes (the C heap is
+   used meanwhile: it opens the model once, reading what an init reads, and frees it). The
+   same engine build, params and thread count give the same figure. */
+int colibri_embed_size(const colibri_source *src, const colibri_params *params, uint64_t *bytes);
+
 /* The real-time settings init could not apply, as one line ("" when all were, or none asked;
    e.g. SCHED_FIFO without the permission, mlock over RLIMIT_MEMLOCK). Valid until free. */
 const char *colibri_rt_warning(const colibri_engine_t *e);

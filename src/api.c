@@ -6,6 +6,7 @@
 #include <cjson/cJSON.h>
 
 #include "core/common.h"
+#include "core/heap.h"
 #include "core/platform.h"
 #include "engine.h"
 #include "moe/mem_api.h" /* expert memory hierarchy */
@@ -185,6 +186,11 @@ static void carve(colibri_engine_t *e) {
 }
 
 colibri_engine_t *colibri_init_params(const char *model_path, const colibri_params *params) {
+    return clb_init_engine(model_path, NULL, params, NULL);
+}
+
+colibri_engine_t *clb_init_engine(const char *model_path, const clb_io *io, const colibri_params *params,
+                                  struct clb_heap *heap) {
     colibri_params p = params ? *params : colibri_params_default();
     if (p.n_threads < 0 || p.max_seq_len < 0 || p.n_batch < 0 || p.moe_top_k < 0 || p.router_temperature < 0 ||
         p.n_seq < 0 || p.n_seq > COLIBRI_MAX_SEQ) {
@@ -198,12 +204,26 @@ colibri_engine_t *colibri_init_params(const char *model_path, const colibri_para
                 p.cache_type_k, p.cache_type_v, p.flash_attn, p.mla, p.ctx_shift, p.n_keep);
         return NULL;
     }
+    if (io && (p.usage_stats || p.direct_io)) {
+        clb_err(COLIBRI_ERR_ARG, "%s: usage_stats and direct_io need a model file, not a source callback", io->name);
+        return NULL;
+    }
     colibri_engine_t *e = clb_calloc(1, sizeof *e);
     if (!e) {
         clb_err(COLIBRI_ERR_NOMEM, "out of memory");
         return NULL;
     }
-    if (clb_model_load(model_path, &e->model)) goto fail;
+    e->embedded = io != NULL;
+    e->heap = heap;
+    if (io) {
+        /* without a map, a bounded store reads the experts through the source on demand */
+        const char *pe = getenv("COLIBRI_PAGE_POOL_SIZE");
+        const bool stream = p.mem_budget > 0 || p.expert_pool_bytes > 0 || (pe && *pe);
+        if (clb_model_load_io(NULL, io, stream, &e->model)) goto fail;
+        model_path = e->model->src.path;
+    } else if (clb_model_load(model_path, &e->model)) {
+        goto fail;
+    }
     e->hp = e->model->hp;
     const clb_hparams *hp = e->hp;
     e->k = clb_kernels_get();
@@ -294,6 +314,7 @@ fail:
 
 void colibri_free(colibri_engine_t *e) {
     if (!e) return;
+    struct clb_heap *heap = e->heap;
     clb_pool_free(e->pool);
     clb_xp_free(e);
     clb_arena_release(&e->arena);
@@ -305,6 +326,7 @@ void colibri_free(colibri_engine_t *e) {
     clb_model_free(e->model);
     clb_tokenizer_free(e->tok);
     clb_free(e);
+    clb_heap_unregister(heap); /* the block is the caller's again */
 }
 
 static int argmax(const float *x, int n) {
@@ -458,7 +480,7 @@ colibri_stats_t colibri_get_stats(colibri_engine_t *e) {
         memset(&s, 0, sizeof s);
         return s;
     }
-    e->stats.peak_rss_bytes = clb_peak_rss();
+    e->stats.peak_rss_bytes = e->embedded ? 0 : clb_peak_rss(); /* no /proc read for an embedder */
     clb_mem_stats(e, &e->stats);
     e->stats.kv_bytes = e->attn.kv.seq_bytes * (uint64_t)e->n_seq;
     e->stats.kv_bytes_per_token = clb_kv_bytes_per_pos(&e->attn.kv);

@@ -13,6 +13,10 @@
 
 struct colibri_engine {
     clb_model *model;
+    /* colibri_init_ex (embed_api.c): from a caller's source (no file-system call), and with
+       a block, every byte carved from it (heap lives at the block's start) */
+    bool embedded;
+    struct clb_heap *heap;
     const clb_hparams *hp;
     const clb_kernels *k;
     /* packed kernels (kernels.h): the table whose packed products weights take (NULL: none,
@@ -122,5 +126,10 @@ int clb_xp_apply_default(colibri_engine_t *e);
 
 /* Fills e->eog from the tokenizer (text_api.c). */
 void clb_text_init_eog(colibri_engine_t *e);
+
+/* colibri_init_params (io NULL) and colibri_init_ex (io: a caller's source; heap: the
+   caller's block, installed on this thread by the caller; may be NULL) */
+colibri_engine_t *clb_init_engine(const char *model_path, const clb_io *io, const colibri_params *params,
+                                  struct clb_heap *heap);
 
 #endif

@@ -14,6 +14,7 @@ int clb_err(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3
 /* Prepends "prefix: " to the current error message (for context as errors propagate). */
 void clb_err_prefix(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 const char *clb_last_error(void);
+int clb_last_status(void); /* the status of this thread's last clb_err (INTERNAL when none) */
 void clb_clear_error(void);
 
 /* Diagnostics through the user's log callback (silent by default). */

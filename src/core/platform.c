@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "core/common.h"
+#include "core/heap.h"
 #include "core/platform.h"
 
 int clb_map_open(const char *path, clb_map *out) {
@@ -42,13 +43,63 @@ int clb_map_open(const char *path, clb_map *out) {
         out->data = p;
     }
     out->fd = fd;
+    out->avail = out->size;
     out->path = clb_strdup(path);
+    return COLIBRI_OK;
+}
+
+int clb_io_read(const clb_io *io, uint64_t off, uint64_t len, void *dst) {
+    uint8_t *d = dst;
+    while (len > 0) { /* pieces of at most 1 GiB: a callback's size_t and int64_t both hold them */
+        const size_t n = (size_t)CLB_MIN(len, (uint64_t)1 << 30);
+        const int64_t r = io->read(io->ctx, off, n, d);
+        if (r < 0)
+            return clb_err(COLIBRI_ERR_IO, "%s: the read callback failed (%lld) at offset %llu (%zu bytes)", io->name,
+                           (long long)r, (unsigned long long)off, n);
+        if ((uint64_t)r != n)
+            return clb_err(COLIBRI_ERR_IO, "%s: short read at offset %llu: %lld of %zu bytes", io->name,
+                           (unsigned long long)off, (long long)r, n);
+        off += n;
+        d += n;
+        len -= n;
+    }
+    return COLIBRI_OK;
+}
+
+int clb_map_open_io(const clb_io *io, uint64_t prefix, clb_map *out) {
+    memset(out, 0, sizeof *out);
+    out->fd = -1;
+    out->io = io;
+    out->size = io->size;
+    if (!(out->path = clb_strdup(io->name))) return clb_err(COLIBRI_ERR_NOMEM, "out of memory");
+    if (io->size == 0) return COLIBRI_OK;
+    if (io->map) {
+        out->data = io->map(io->ctx, io->size);
+        if (out->data) {
+            out->avail = io->size;
+            return COLIBRI_OK;
+        }
+    }
+    out->avail = CLB_MIN(prefix, io->size);
+    if (out->avail > SIZE_MAX - 64 || !(out->buf = clb_alloc_aligned((size_t)out->avail))) {
+        int rc = clb_err(COLIBRI_ERR_NOMEM, "%s: cannot hold %llu bytes of the model", io->name,
+                         (unsigned long long)out->avail);
+        clb_map_close(out);
+        return rc;
+    }
+    int rc = clb_io_read(io, 0, out->avail, out->buf);
+    if (rc) {
+        clb_map_close(out);
+        return rc;
+    }
+    out->data = out->buf;
     return COLIBRI_OK;
 }
 
 void clb_map_close(clb_map *m) {
     if (!m) return;
-    if (m->data) munmap((void *)m->data, (size_t)m->size);
+    if (m->io) clb_free_aligned(m->buf);
+    else if (m->data) munmap((void *)m->data, (size_t)m->size);
     if (m->fd >= 0) close(m->fd);
     clb_free(m->path);
     memset(m, 0, sizeof *m);
@@ -145,22 +196,44 @@ uint64_t clb_mem_available(void) {
 }
 
 bool clb_copy_fits(uint64_t bytes) {
+    if (clb_heap_current()) return false; /* a caller's block holds no optional copies */
     const uint64_t avail = clb_mem_available();
     return bytes < avail && avail - bytes >= ((uint64_t)512 << 20);
 }
 
 void *clb_map_weights(uint64_t bytes) {
     if (!bytes) return NULL;
+    clb_heap *h = clb_heap_current();
+    if (h && h->base) {
+        void *p = clb_heap_alloc(h, (size_t)bytes, CLB_HEAP_ALIGN);
+        if (p) memset(p, 0, (size_t)bytes);
+        return p;
+    }
     void *m = mmap(NULL, (size_t)bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED) return NULL;
 #ifdef MADV_HUGEPAGE
     madvise(m, (size_t)bytes, MADV_HUGEPAGE);
 #endif
+    if (h) clb_heap_note(h, m, (size_t)bytes, CLB_HEAP_ALIGN);
+    return m;
+}
+
+void *clb_map_anon(uint64_t bytes, bool prot_none) {
+    if (!bytes || bytes > SIZE_MAX) return NULL;
+    clb_heap *h = clb_heap_current();
+    if (h && h->base) return clb_heap_alloc(h, (size_t)bytes, CLB_HEAP_ALIGN);
+    void *m = mmap(NULL, (size_t)bytes, prot_none ? PROT_NONE : PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED) return NULL;
+    if (h) clb_heap_note(h, m, (size_t)bytes, CLB_HEAP_ALIGN);
     return m;
 }
 
 void clb_unmap(void *p, uint64_t bytes) {
-    if (p) munmap(p, (size_t)bytes);
+    if (!p || clb_heap_free_owned(p)) return;
+    clb_heap *h = clb_heap_current();
+    if (h && !h->base) clb_heap_note_free(h, p);
+    munmap(p, (size_t)bytes);
 }
 
 void clb_release_pages(const void *p, uint64_t len) {

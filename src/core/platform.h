@@ -7,16 +7,38 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* A caller's byte source instead of a file (colibri_source of colibri_init_ex): read is
+   required, map optional (a pointer to all size bytes, e.g. memory-mapped flash). */
+typedef struct clb_io {
+    int64_t (*read)(void *ctx, uint64_t offset, size_t len, void *dst);
+    const void *(*map)(void *ctx, uint64_t size);
+    void *ctx;
+    uint64_t size;
+    char name[64]; /* for messages */
+} clb_io;
+
 typedef struct clb_map {
     const uint8_t *data; /* read-only mapping of the whole file (NULL when size == 0) */
     uint64_t size;       /* file size in bytes */
     int fd;              /* kept open for pread-based loading; -1 when closed */
     char *path;
+    /* a source's map (clb_map_open_io): io set, fd -1. data is the caller's mapping, or a
+       copy read through io->read into buf — all size bytes, or the first `avail` only (the
+       rest is read on demand: the bounded mode's experts) */
+    const clb_io *io;
+    uint8_t *buf;
+    uint64_t avail;      /* bytes readable at data (== size but for a prefix copy) */
 } clb_map;
 
 /* Maps path read-only. Errors: COLIBRI_ERR_IO (missing, unreadable, a directory). */
 int clb_map_open(const char *path, clb_map *out);
 void clb_map_close(clb_map *m);
+/* A map of a caller's source: its map callback's pointer when it gives one, else the first
+   `prefix` bytes (all of them when prefix >= size) read into an aligned copy. */
+int clb_map_open_io(const clb_io *io, uint64_t prefix, clb_map *out);
+/* Reads exactly len bytes at off through io->read: COLIBRI_ERR_IO naming the source and
+   offset on an error or a short read (the callback's count is checked, never trusted). */
+int clb_io_read(const clb_io *io, uint64_t off, uint64_t len, void *dst);
 
 /* Reads a whole (small) file into a NUL-terminated heap buffer; *len excludes the NUL.
    Refuses files larger than max_len. */
@@ -44,5 +66,8 @@ void clb_release_pages(const void *p, uint64_t len);
    huge pages (best effort: fewer TLB misses). NULL on failure; clb_unmap frees it. */
 void *clb_map_weights(uint64_t bytes);
 void clb_unmap(void *p, uint64_t bytes);
+/* Anonymous memory, page aligned, not touched (MAP_NORESERVE; the expert pool): from the
+   installed heap's block when there is one (core/heap.h). NULL on failure; clb_unmap frees. */
+void *clb_map_anon(uint64_t bytes, bool prot_none);
 
 #endif

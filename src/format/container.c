@@ -431,30 +431,87 @@ static int parse_meta(const char *path, clb_container *c, uint64_t n_header) {
 
 int clb_container_open(const char *path, clb_container *out) { return clb_container_open_ex(path, 0, out); }
 
+/* the common part of opening: out->map is open (a file, or a source's map or prefix) */
+static int open_mapped(const char *path, int flags, clb_container *out) {
+    int rc;
+    if (out->map.size < CLB_CONTAINER_HEADER_SIZE || out->map.avail < CLB_CONTAINER_HEADER_SIZE)
+        return clb_err(COLIBRI_ERR_FORMAT, "%s: truncated: the file has %llu bytes, the header needs %d", path,
+                       (unsigned long long)out->map.size, CLB_CONTAINER_HEADER_SIZE);
+    uint64_t n_header = clb_rd_u64(out->map.data + H_COUNT);
+    if ((rc = check_header(path, out->map.data, out->map.size, out))) return rc;
+    if (out->version == CLB_CONTAINER_VERSION_ENC && out->map.io)
+        return clb_err(COLIBRI_ERR_UNSUPPORTED,
+                       "%s: a compressed or encrypted .colibri file (version 2) cannot be read through a source "
+                       "callback; convert it without --compress / --encrypt",
+                       path);
+    if (out->version != CLB_CONTAINER_VERSION_ENC && out->map.avail < out->data_offset)
+        return clb_err(COLIBRI_ERR_FORMAT, "%s: truncated: the metadata ends past the file", path);
+    if (out->version == CLB_CONTAINER_VERSION_ENC) rc = clb_ct_v2_open(path, flags, out);
+    else rc = parse_meta(path, out, n_header);
+    return rc;
+}
+
 int clb_container_open_ex(const char *path, int flags, clb_container *out) {
     memset(out, 0, sizeof *out);
     out->map.fd = -1;
     int rc = clb_map_open(path, &out->map);
-    if (rc) return rc;
-    if (out->map.size < CLB_CONTAINER_HEADER_SIZE) {
-        rc = clb_err(COLIBRI_ERR_FORMAT, "%s: truncated: the file has %llu bytes, the header needs %d",
-                     path, (unsigned long long)out->map.size, CLB_CONTAINER_HEADER_SIZE);
-        goto fail;
+    if (!rc) rc = open_mapped(path, flags, out);
+    if (rc) clb_container_close(out);
+    return rc;
+}
+
+/* Streaming (prefix-only) maps: every tensor past the prefix gets data NULL; the dense ones
+   are read into one aligned buffer (c->streamed_dense) and point into it. */
+static int load_dense(clb_container *c) {
+    const clb_io *io = c->map.io;
+    uint64_t total = 0;
+    for (int i = 0; i < c->n_tensors; i++) {
+        clb_tensor *t = &c->tensors[i];
+        if (t->offset + t->size <= c->map.avail) continue;
+        t->data = NULL;
+        if (t->expert < 0 && !clb_add_u64(total, clb_align_up(t->size, 64), &total))
+            return clb_err(COLIBRI_ERR_FORMAT, "%s: dense tensors too large", io->name);
     }
-    uint64_t n_header = clb_rd_u64(out->map.data + H_COUNT);
-    if ((rc = check_header(path, out->map.data, out->map.size, out))) goto fail;
-    if (out->version == CLB_CONTAINER_VERSION_ENC) rc = clb_ct_v2_open(path, flags, out);
-    else rc = parse_meta(path, out, n_header);
-    if (rc) goto fail;
+    if (!total) return COLIBRI_OK;
+    if (total > SIZE_MAX - 64 || !(c->streamed_dense = clb_alloc_aligned((size_t)total)))
+        return clb_err(COLIBRI_ERR_NOMEM, "%s: cannot hold %llu bytes of dense tensors", io->name,
+                       (unsigned long long)total);
+    uint64_t pos = 0;
+    for (int i = 0; i < c->n_tensors; i++) {
+        clb_tensor *t = &c->tensors[i];
+        if (t->data || t->expert >= 0) continue;
+        int rc = clb_io_read(io, t->offset, t->size, c->streamed_dense + pos);
+        if (rc) {
+            clb_err_prefix("tensor '%s'", t->name);
+            return rc;
+        }
+        t->data = c->streamed_dense + pos;
+        pos += clb_align_up(t->size, 64);
+    }
     return COLIBRI_OK;
-fail:
-    clb_container_close(out);
+}
+
+int clb_container_open_io(const clb_io *io, bool stream, clb_container *out) {
+    memset(out, 0, sizeof *out);
+    out->map.fd = -1;
+    uint64_t prefix = UINT64_MAX;
+    uint8_t h[CLB_CONTAINER_HEADER_SIZE];
+    int rc = COLIBRI_OK;
+    if (stream && io->size >= sizeof h) { /* header and metadata only: up to the data section */
+        if ((rc = clb_io_read(io, 0, sizeof h, h))) return rc;
+        prefix = CLB_MAX(clb_rd_u64(h + H_DATA_OFF), (uint64_t)sizeof h);
+    }
+    rc = clb_map_open_io(io, prefix, &out->map);
+    if (!rc) rc = open_mapped(io->name, 0, out);
+    if (!rc && out->map.avail < out->map.size) rc = load_dense(out);
+    if (rc) clb_container_close(out);
     return rc;
 }
 
 void clb_container_close(clb_container *c) {
     if (!c) return;
     clb_ct_v2_close(c);
+    clb_free_aligned(c->streamed_dense);
     for (int i = 0; i < c->n_tensors; i++) clb_free(c->tensors[i].name);
     clb_free(c->tensors);
     clb_tensor_index_free(&c->index);

@@ -72,6 +72,7 @@ typedef struct clb_container {
     uint8_t *dense;         /* decoded dense chunks (owned); tensor data points into it */
     uint64_t dense_bytes;
     cJSON *model;           /* v2: the model JSON (config, tokenizer, tensors) */
+    uint8_t *streamed_dense; /* clb_container_open_io streaming: the dense tensors (owned) */
 } clb_container;
 
 enum {
@@ -84,6 +85,11 @@ enum {
    read here (see clb_container_verify). */
 int clb_container_open(const char *path, clb_container *out);
 int clb_container_open_ex(const char *path, int flags, clb_container *out);
+/* Opens a plain container from a caller's source (colibri_init_ex). stream: without a map
+   callback, only the header, metadata and dense tensors are read into memory; the routed
+   experts' data stays NULL, to be read through io on demand (the bounded mode). Without
+   stream (or with a map) the whole source is in memory. Encoded (v2) files are refused. */
+int clb_container_open_io(const clb_io *io, bool stream, clb_container *out);
 void clb_container_close(clb_container *c);
 const clb_tensor *clb_container_find(const clb_container *c, const char *name);
 /* Checks the data-section CRC and every tensor's CRC. On a mismatch returns

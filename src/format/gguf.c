@@ -497,19 +497,30 @@ int clb_gguf_parse(const clb_map *m, clb_gguf *out) {
     return COLIBRI_OK;
 }
 
+/* parses an opened map and owns it (clb_gguf_close releases it) */
+static int parse_owned(int rc, clb_map *m, clb_gguf *out) {
+    if (rc) return rc;
+    rc = clb_gguf_parse(m, out);
+    if (rc) {
+        clb_map_close(m);
+        return rc;
+    }
+    out->map = *m;
+    return COLIBRI_OK;
+}
+
 int clb_gguf_open(const char *path, clb_gguf *out) {
     clb_map m;
     memset(out, 0, sizeof *out);
     out->map.fd = -1;
-    int rc = clb_map_open(path, &m);
-    if (rc) return rc;
-    rc = clb_gguf_parse(&m, out);
-    if (rc) {
-        clb_map_close(&m);
-        return rc;
-    }
-    out->map = m; /* owned: clb_gguf_close unmaps it */
-    return COLIBRI_OK;
+    return parse_owned(clb_map_open(path, &m), &m, out);
+}
+
+int clb_gguf_open_io(const clb_io *io, clb_gguf *out) {
+    clb_map m;
+    memset(out, 0, sizeof *out);
+    out->map.fd = -1;
+    return parse_owned(clb_map_open_io(io, UINT64_MAX, &m), &m, out); /* the whole file: GGUF is not streamed */
 }
 
 void clb_gguf_close(clb_gguf *g) {
@@ -522,7 +533,7 @@ void clb_gguf_close(clb_gguf *g) {
     for (int i = 0; i < g->n_tensors; i++) clb_free(g->tensors[i].name);
     clb_free(g->tensors);
     /* only clb_gguf_open's map is owned; clb_map_open always leaves fd >= 0 */
-    if (g->map.fd >= 0) clb_map_close(&g->map);
+    if (g->map.fd >= 0 || g->map.io) clb_map_close(&g->map);
     memset(g, 0, sizeof *g);
     g->map.fd = -1;
 }

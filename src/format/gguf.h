@@ -58,6 +58,8 @@ typedef struct clb_gguf {
 } clb_gguf;
 
 int clb_gguf_open(const char *path, clb_gguf *out);
+/* Opens a GGUF file from a caller's source: its map, or the whole file read into memory. */
+int clb_gguf_open_io(const clb_io *io, clb_gguf *out);
 /* Parses from an existing map (fuzzing, tests); takes ownership of nothing: out->map is a
    copy with fd = -1, so clb_gguf_close leaves the caller's map alone, and out's pointers
    stay valid while that map does. On failure out is left empty (closing it is harmless). */

@@ -65,7 +65,7 @@ static int bind(binder *b, const char *name, int64_t rows, int64_t cols, int req
         return clb_err(COLIBRI_ERR_FORMAT, "%s: tensor '%s' has shape %s but the config implies [%lld,%lld]",
                        m->src.path, name, s, (long long)rows, (long long)cols);
     }
-    if ((!t->data && !(t->deferred && t->expert >= 0)) || !clb_dtype_is_weight(t->dtype))
+    if ((!t->data && !((t->deferred || t->streamed) && t->expert >= 0)) || !clb_dtype_is_weight(t->dtype))
         return clb_err(COLIBRI_ERR_UNSUPPORTED, "%s: tensor '%s' has unsupported type %s", m->src.path, name,
                        clb_dtype_name(t->dtype));
     uint64_t rb;
@@ -169,15 +169,18 @@ ffn:
     return COLIBRI_OK;
 }
 
-int clb_model_load(const char *path, clb_model **out) {
+int clb_model_load(const char *path, clb_model **out) { return clb_model_load_io(path, NULL, false, out); }
+
+int clb_model_load_io(const char *path, const clb_io *io, bool stream, clb_model **out) {
     *out = NULL;
     clb_model *m = clb_calloc(1, sizeof *m);
     if (!m) return clb_err(COLIBRI_ERR_NOMEM, "out of memory");
-    int rc = clb_source_open(path, &m->src);
+    int rc = io ? clb_source_open_io(io, stream, &m->src) : clb_source_open(path, &m->src);
     if (rc) {
         clb_free(m);
         return rc;
     }
+    path = m->src.path;
     m->hp = &m->src.hp;
     const clb_hparams *hp = m->hp;
     binder b = {.m = m};

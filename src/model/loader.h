@@ -23,6 +23,8 @@ typedef struct clb_model {
 } clb_model;
 
 int clb_model_load(const char *path, clb_model **out);
+/* The same from a caller's source (model/source.h: clb_source_open_io). */
+int clb_model_load_io(const char *path, const clb_io *io, bool stream, clb_model **out);
 void clb_model_free(clb_model *m);
 /* Gives the dense matrix-product weights that table k computes 16 rows at a time their
    packed_rows, and, with interleave and room in MemAvailable, interleaved copies

@@ -46,7 +46,7 @@ void clb_source_sizes(const clb_source *s, uint64_t *dense_bytes, uint64_t *expe
 static int open_colibri(const char *path, clb_source *s) {
     clb_container *c = clb_calloc(1, sizeof *c);
     if (!c) return clb_err(COLIBRI_ERR_NOMEM, "out of memory");
-    int rc = clb_container_open(path, c);
+    int rc = s->has_io ? clb_container_open_io(&s->io, s->io_stream, c) : clb_container_open(path, c);
     if (rc) {
         clb_free(c);
         return rc;
@@ -73,6 +73,8 @@ static int open_colibri(const char *path, clb_source *s) {
         o->layer = t->layer;
         o->expert = t->expert;
         o->fd = c->map.fd;
+        o->io = c->map.io;
+        o->streamed = c->map.io && !t->data && t->expert >= 0 && c->version != CLB_CONTAINER_VERSION_ENC;
         o->file_offset = t->offset;
         if (c->version == CLB_CONTAINER_VERSION_ENC) {
             o->deferred = t->data == NULL;
@@ -220,6 +222,38 @@ int clb_source_open(const char *path, clb_source *out) {
                          "directory; the first bytes are neither COLIBRI nor GGUF)",
                          path);
         }
+    }
+    if (rc) clb_source_close(out);
+    return rc;
+}
+
+int clb_source_open_io(const clb_io *io, bool stream, clb_source *out) {
+    memset(out, 0, sizeof *out);
+    if (!io || !io->read) return clb_err(COLIBRI_ERR_ARG, "a source needs a read callback");
+    out->io = *io;
+    out->has_io = true;
+    out->io_stream = stream && !io->map;
+    int rc = COLIBRI_OK;
+    if (!(out->path = clb_strdup(io->name))) rc = clb_err(COLIBRI_ERR_NOMEM, "out of memory");
+    char magic[8] = {0};
+    if (!rc && io->size < 8)
+        rc = clb_err(COLIBRI_ERR_FORMAT, "%s: %llu bytes: too short for a model file", io->name,
+                     (unsigned long long)io->size);
+    if (!rc) rc = clb_io_read(&out->io, 0, 8, magic);
+    if (rc) {
+    } else if (memcmp(magic, "COLIBRI", 8) == 0) {
+        out->kind = CLB_SRC_COLIBRI;
+        rc = open_colibri(out->path, out);
+    } else if (memcmp(magic, "GGUF", 4) == 0) {
+        out->kind = CLB_SRC_GGUF;
+        rc = out->io_stream ? clb_err(COLIBRI_ERR_UNSUPPORTED,
+                                      "%s: a GGUF file is read whole through a source callback: the bounded mode "
+                                      "(experts read on demand) needs a .colibri file (colibri convert) or a map callback",
+                                      io->name)
+                            : clb_source_open_gguf(out->path, out);
+    } else {
+        rc = clb_err(COLIBRI_ERR_FORMAT, "%s: not a model file (the first bytes are neither COLIBRI nor GGUF)",
+                     io->name);
     }
     if (rc) clb_source_close(out);
     return rc;

@@ -7,6 +7,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "core/platform.h"
 #include "model/model.h"
 
 typedef enum { CLB_SRC_COLIBRI = 0, CLB_SRC_GGUF = 1, CLB_SRC_HF = 2 } clb_source_kind;
@@ -20,6 +21,9 @@ typedef struct clb_src_tensor {
     uint64_t size;
     int layer, expert;          /* -1 when none */
     int fd;                     /* file holding the bytes, for pread-based loading */
+    const clb_io *io;           /* or the caller's source holding them (fd -1) */
+    bool streamed;              /* a routed expert of a streamed source: data NULL, its bytes
+                                   are read through io (the bounded mode's pool) */
     uint64_t file_offset;       /* absolute offset of data in fd */
     /* an encoded .colibri's routed expert: data is NULL; its plain bytes are at chunk_off in
        the decoded chunk `chunk` of the container (clb_source_container) */
@@ -36,11 +40,17 @@ typedef struct clb_source {
     int n_tensors;
     cJSON *tokenizer;        /* stored form ({"hf": ...} / {"gguf": ...}) or NULL; owned */
     void *impl;              /* the open container / gguf / hf dir */
+    clb_io io;               /* a caller's source instead of a path (has_io) */
+    bool has_io, io_stream;  /* io_stream: experts stay in the source (clb_source_open_io) */
 } clb_source;
 
 /* Opens path: a directory is a Hugging Face model, otherwise the magic decides
    ("COLIBRI\0" or "GGUF"). Errors name the file and the problem. */
 int clb_source_open(const char *path, clb_source *out);
+/* Opens a caller's source (colibri_init_ex): a .colibri or GGUF file. stream (a plain
+   .colibri without a map callback): only the header, metadata and dense tensors are read;
+   every routed expert is `streamed`. */
+int clb_source_open_io(const clb_io *io, bool stream, clb_source *out);
 void clb_source_close(clb_source *s);
 const clb_src_tensor *clb_source_find(const clb_source *s, const char *name);
 /* The .colibri container behind a source (NULL for other kinds): encoded experts are

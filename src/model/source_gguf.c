@@ -246,7 +246,7 @@ static const char *stacked_kind(const char *name) {
 int clb_source_open_gguf(const char *path, clb_source *s) {
     clb_gguf *g = clb_calloc(1, sizeof *g);
     if (!g) return clb_err(COLIBRI_ERR_NOMEM, "out of memory");
-    int rc = clb_gguf_open(path, g);
+    int rc = s->has_io ? clb_gguf_open_io(&s->io, g) : clb_gguf_open(path, g);
     if (rc) {
         clb_free(g);
         return rc;
@@ -290,6 +290,7 @@ int clb_source_open_gguf(const char *path, clb_source *s) {
             o->layer = L;
             o->expert = -1;
             o->fd = g->map.fd;
+            o->io = g->map.io;
             o->file_offset = t->offset;
             continue;
         }
@@ -312,6 +313,7 @@ int clb_source_open_gguf(const char *path, clb_source *s) {
             o->layer = L;
             o->expert = e;
             o->fd = g->map.fd;
+            o->io = g->map.io;
             o->file_offset = t->offset + (uint64_t)e * slice;
         }
     }

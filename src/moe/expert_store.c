@@ -138,6 +138,7 @@ static int layout_expert(clb_expert_store *s, const clb_source *src, int l, int 
                            name, (unsigned long long)st->size, (unsigned long long)w_bytes(ws[k]));
         clb_st_tensor *t = &x->t[k];
         t->fd = st->fd;
+        t->io = st->io;
         t->file_offset = st->file_offset;
         t->size = st->size;
         if (st->deferred) { /* encoded: the expert's chunk is decoded into the slot as a whole */
@@ -154,7 +155,15 @@ static int layout_expert(clb_expert_store *s, const clb_source *src, int l, int 
             continue;
         }
         if (x->chunk >= 0) return clb_err(COLIBRI_ERR_FORMAT, "%s: expert %d of layer %d is not one chunk", src->path, e, l);
-        if (s->bounded) {
+        if (!s->bounded && st->streamed)
+            return clb_err(COLIBRI_ERR_INTERNAL, "%s: tensor '%s' is only in the source but the store has no pool",
+                           src->path, name);
+        if (s->bounded && st->io) {
+            if (!clb_range_ok(st->file_offset, st->size, st->io->size))
+                return clb_err(COLIBRI_ERR_FORMAT, "%s: tensor '%s' at %llu + %llu lies beyond the source (%llu bytes)",
+                               src->path, name, (unsigned long long)st->file_offset, (unsigned long long)st->size,
+                               (unsigned long long)st->io->size);
+        } else if (s->bounded) {
             struct stat sb;
             if (st->fd < 0 || fstat(st->fd, &sb) != 0)
                 return clb_err(COLIBRI_ERR_IO, "%s: tensor '%s': its file is not open for reading", src->path, name);

@@ -124,7 +124,7 @@ int clb_mem_init(colibri_engine_t *e, const char *model_path, const colibri_para
         .prefetch = p->prefetch >= 0,
         .direct_io = p->direct_io != 0,
         .io_threads = p->io_threads > 0 ? p->io_threads : CLB_DEFAULT_IO_THREADS,
-        .guard = g && *g && strcmp(g, "0") != 0,
+        .guard = g && *g && strcmp(g, "0") != 0 && !e->embedded, /* no mprotect on a caller's memory */
         .pack = e->pack_k,
         .interleave = e->pack_interleave,
         .io_cpus = e->n_io_cpus > 0 ? e->io_cpus : NULL,

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "core/common.h"
+#include "core/platform.h"
 #include "moe/store_impl.h"
 
 int clb_pool_map(clb_expert_store *s) {
@@ -24,9 +25,9 @@ int clb_pool_map(clb_expert_store *s) {
     if (!clb_mul_u64(s->slot_bytes, (uint64_t)s->n_slots, &bytes) || bytes > SIZE_MAX)
         return clb_err(COLIBRI_ERR_NOMEM, "expert pool of %d x %llu bytes is too large", s->n_slots,
                        (unsigned long long)s->slot_bytes);
-    int prot = s->cfg.guard ? PROT_NONE : PROT_READ | PROT_WRITE;
-    void *p = mmap(NULL, (size_t)bytes, prot, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p == MAP_FAILED)
+    /* from the caller's block under colibri_init_ex (core/heap.h) */
+    void *p = clb_map_anon(bytes, s->cfg.guard);
+    if (!p)
         return clb_err(COLIBRI_ERR_NOMEM, "cannot map an expert pool of %llu bytes: %s", (unsigned long long)bytes,
                        strerror(errno));
     s->pool = p;
@@ -35,7 +36,7 @@ int clb_pool_map(clb_expert_store *s) {
 }
 
 void clb_pool_unmap(clb_expert_store *s) {
-    if (s->pool) munmap(s->pool, (size_t)s->pool_map_bytes);
+    clb_unmap(s->pool, s->pool_map_bytes);
     s->pool = NULL;
 }
 

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "core/common.h"
+#include "core/platform.h"
 #include "moe/store_impl.h"
 
 int clb_io_open_direct(clb_expert_store *s, int fd) {
@@ -67,6 +68,13 @@ static int read_range(clb_expert_store *s, const clb_st_tensor *t, uint8_t *dst,
     const uint64_t need_end = t->file_offset + t->size - t->read_off; /* tensor end within the range */
     const uint64_t want = coff + len > need_end ? (need_end > coff ? need_end - coff : 0) : len;
     uint64_t got = 0;
+    if (t->io) { /* a caller's source: the tensor's own bytes, clipped at the source's end */
+        const uint64_t off = t->read_off + coff;
+        const uint64_t n = off >= t->io->size ? 0 : CLB_MIN(len, t->io->size - off);
+        if (n < want)
+            return clb_err(COLIBRI_ERR_IO, "expert read at offset %llu: the source ends early", (unsigned long long)off);
+        return clb_io_read(t->io, off, n, dst);
+    }
     int fd = direct ? t->dfd : t->fd;
     while (got < len) {
         ssize_t r = pread(fd, dst + got, (size_t)(len - got), (off_t)(t->read_off + coff + got));

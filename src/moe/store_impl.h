@@ -17,6 +17,7 @@ typedef enum { ES_ABSENT = 0, ES_LOADING = 1, ES_RESIDENT = 2 } clb_es_state;
 /* L2: one tensor (gate, up or down) of an expert */
 typedef struct clb_st_tensor {
     int fd, dfd;          /* buffered / O_DIRECT descriptors (dfd -1 when unavailable) */
+    const struct clb_io *io; /* or a caller's source (colibri_init_ex; fd -1): read through it */
     uint64_t file_offset; /* first byte of the tensor in the file */
     uint64_t size;        /* tensor bytes */
     uint64_t read_off;    /* file range read: [read_off, read_off + read_len), page aligned */
