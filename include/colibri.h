@@ -555,10 +555,18 @@ typedef struct colibri_expert_exec {
     void *ctx;
 } colibri_expert_exec;
 /* Makes engine e one rank of a group (x NULL: back to one process). Call between evaluations.
-   Every rank must open the same model with the same settings and make the same calls. */
+   Every rank must open the same model with the same settings and make the same calls.
+   Memory: an engine opened with a default executor (below) holds only its own share of the
+   routed experts. Set on an open engine, or changed, the placement still gives the same
+   results, but the engine keeps what it holds and reads newly assigned experts of a plain
+   file from its mapping (an encoded .colibri opened unbounded cannot: COLIBRI_ERR_ARG at
+   the first evaluation that needs one). */
 int colibri_set_expert_exec(colibri_engine_t *e, const colibri_expert_exec *x);
 /* The executor colibri_init / colibri_init_params give every engine they open (x NULL: none);
-   the structure is copied. For a driver that runs unchanged front-end code on every rank. */
+   the structure is copied. For a driver that runs unchanged front-end code on every rank.
+   Such an engine never copies, decodes, locks or reads another rank's experts: its memory
+   is the dense weights plus its share, in the unbounded mode and in a pool (the memory
+   budget applies per rank). */
 void colibri_set_default_expert_exec(const colibri_expert_exec *x);
 
 /* Library version string, e.g. "0.1.0". */

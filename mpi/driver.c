@@ -53,6 +53,23 @@ static const char *model_arg(int argc, char **argv) {
     return NULL;
 }
 
+/* VmHWM and VmRSS of this process in bytes (/proc/self/status; getrusage's peak elsewhere) */
+static void rss(double *hwm, double *now) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    *hwm = (double)ru.ru_maxrss * 1024.0;
+    *now = 0;
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return;
+    char line[256];
+    unsigned long long kb;
+    while (fgets(line, sizeof line, f)) {
+        if (sscanf(line, "VmHWM: %llu kB", &kb) == 1) *hwm = (double)kb * 1024.0;
+        else if (sscanf(line, "VmRSS: %llu kB", &kb) == 1) *now = (double)kb * 1024.0;
+    }
+    fclose(f);
+}
+
 static char DEVNULL[] = "/dev/null", DEVNULL_OPT[] = "--dump-logits=/dev/null";
 
 int main(int argc, char **argv) {
@@ -118,24 +135,24 @@ int main(int argc, char **argv) {
     int rc = cli_main(argc, argv);
     fflush(stdout);
     /* each rank's figures to rank 0 */
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    double mine[8] = {(double)rc, (double)t.exchanges, (double)t.floats_mine, (double)t.floats_all,
-                      (double)t.bytes_sent, t.time_mpi_s, t.time_wait_s, (double)ru.ru_maxrss * 1024.0};
-    double *fig = rank == 0 ? calloc((size_t)size * 8, sizeof(double)) : NULL;
+    enum { NF = 9 };
+    double mine[NF] = {(double)rc, (double)t.exchanges, (double)t.floats_mine, (double)t.floats_all,
+                       (double)t.bytes_sent, t.time_mpi_s, t.time_wait_s, 0, 0};
+    rss(&mine[7], &mine[8]);
+    double *fig = rank == 0 ? calloc((size_t)size * NF, sizeof(double)) : NULL;
     if (rank == 0 && !fig) MPI_Abort(MPI_COMM_WORLD, 1);
-    clb_mpi_check(&t, MPI_Igather(mine, 8, MPI_DOUBLE, fig, 8, MPI_DOUBLE, 0, t.comm, &rq), "gathering figures");
+    clb_mpi_check(&t, MPI_Igather(mine, NF, MPI_DOUBLE, fig, NF, MPI_DOUBLE, 0, t.comm, &rq), "gathering figures");
     clb_mpi_wait(&t, &rq, "the other ranks' end of the command");
     if (rank == 0) {
         for (int r = 0; r < size; r++) {
-            const double *f = fig + 8 * r;
+            const double *f = fig + NF * r;
             if ((int)f[0] != rc && r > 0) fprintf(stderr, "colibri-mpi: rank %d ended with status %d\n", r, (int)f[0]);
             if (f[0] != 0 && rc == 0) rc = (int)f[0];
             fprintf(stderr,
                     "colibri-mpi: rank %d/%d: %.1f%% of expert rows, %.0f exchanges, %.3f MiB sent, %.3f s in MPI "
-                    "(%.3f s waiting), peak RSS %.1f MiB\n",
+                    "(%.3f s waiting), peak RSS %.1f MiB (at the end %.1f MiB)\n",
                     r, size, f[3] > 0 ? 100.0 * f[2] / f[3] : 0.0, f[1], f[4] / 1048576.0, f[5], f[6],
-                    f[7] / 1048576.0);
+                    f[7] / 1048576.0, f[8] / 1048576.0);
         }
         free(fig);
     }

@@ -298,6 +298,9 @@ colibri_engine_t *clb_init_engine(const char *model_path, const clb_io *io, cons
     carve(e);
     if (clb_arena_alloc_block(&e->arena)) goto fail;
     carve(e);
+    /* expert parallelism (colibri_set_default_expert_exec) before the expert store is set up,
+       so that it holds only this rank's experts */
+    if (clb_xp_apply_default(e)) goto fail;
     if (clb_mem_init(e, model_path, &p, kv_bytes)) goto fail; /* budget, expert pool */
     if (clb_store_io_pin_error(e->model->store))
         clb_warn_add(e->rt_warn, sizeof e->rt_warn, "cannot pin the I/O threads to '%s': %s", p.io_cpus,
@@ -305,7 +308,6 @@ colibri_engine_t *clb_init_engine(const char *model_path, const clb_io *io, cons
     if (p.mlock) clb_rt_lock(e);
     e->stats.n_layers = CLB_MIN(hp->n_layer, COLIBRI_STATS_MAX_LAYERS);
     e->stats.n_experts = CLB_MIN(hp->n_expert, COLIBRI_STATS_MAX_EXPERTS);
-    if (clb_xp_apply_default(e)) goto fail; /* expert parallelism (colibri_set_default_expert_exec) */
     return e;
 fail:
     colibri_free(e);

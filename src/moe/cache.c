@@ -72,13 +72,15 @@ void clb_cache_update_hot(clb_expert_store *s) {
     s->acquires_since_hot = 0;
     int want = 0;
     /* bounded: half the pool; unbounded: the top quarter of the experts is mlock'ed */
-    if (s->cfg.policy == CLB_POLICY_PINNED) want = s->bounded ? s->n_slots / 2 : n / 4;
+    int held = 0; /* the experts this rank computes (expert parallelism: its share) */
+    for (int i = 0; i < n; i++) held += s->ex[i].present && !s->ex[i].away;
+    if (s->cfg.policy == CLB_POLICY_PINNED) want = s->bounded ? s->n_slots / 2 : held / 4;
     for (int i = 0; i < n; i++) s->ex[i].hot = false;
     for (int k = 0; k < want; k++) {
         int bi = -1;
         for (int i = 0; i < n; i++) {
             const clb_st_expert *x = &s->ex[i];
-            if (!x->present || x->hot || x->uses == 0) continue;
+            if (!x->present || x->away || x->hot || x->uses == 0) continue;
             if (bi < 0 || x->uses > s->ex[bi].uses) bi = i;
         }
         if (bi < 0) break;

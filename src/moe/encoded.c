@@ -51,7 +51,7 @@ static void *decode_share(void *arg) {
     int n = 0;
     for (size_t i = 0; !d->rc && i < (size_t)s->n_layer * (size_t)s->n_expert; i++) {
         clb_st_expert *x = &s->ex[i];
-        if (!x->present || x->chunk < 0 || n++ % d->nth != d->ith) continue;
+        if (!x->present || x->away || x->chunk < 0 || n++ % d->nth != d->ith) continue;
         uint8_t *dst = (uint8_t *)x->w.gate.data - x->t[0].data_off;
         if ((d->rc = clb_container_read_chunk(ct, x->chunk, dst, scratch, k)))
             snprintf(d->err, sizeof d->err, "%s", clb_last_error());
@@ -65,13 +65,14 @@ static int decode_all(clb_expert_store *s, const char *path) {
     uint64_t total = 0;
     for (size_t i = 0; i < (size_t)s->n_layer * (size_t)s->n_expert; i++) {
         const clb_st_expert *x = &s->ex[i];
-        if (x->present && x->chunk >= 0) total += clb_align_up(s->ct->chunks[x->chunk].plain, CLB_STORE_PAGE);
+        if (x->present && !x->away && x->chunk >= 0) total += clb_align_up(s->ct->chunks[x->chunk].plain, CLB_STORE_PAGE);
     }
     if (!clb_copy_fits(total))
         return clb_err(COLIBRI_ERR_NOMEM,
                        "%s: the decoded experts (%.2f GiB) do not fit in the available memory: give a memory budget "
                        "(--mem-budget) to decode them into a bounded pool on demand",
                        path, total / 1073741824.0);
+    if (total == 0) return COLIBRI_OK; /* every encoded expert is another rank's */
     if (!(s->dec_copy = clb_map_weights(total)))
         return clb_err(COLIBRI_ERR_NOMEM, "%s: cannot map %llu bytes for the decoded experts", path,
                        (unsigned long long)total);
@@ -79,7 +80,7 @@ static int decode_all(clb_expert_store *s, const char *path) {
     uint64_t off = 0;
     for (size_t i = 0; i < (size_t)s->n_layer * (size_t)s->n_expert; i++) {
         clb_st_expert *x = &s->ex[i];
-        if (!x->present || x->chunk < 0) continue;
+        if (!x->present || x->away || x->chunk < 0) continue;
         point_at(x, s->dec_copy + off);
         off += clb_align_up(s->ct->chunks[x->chunk].plain, CLB_STORE_PAGE);
     }

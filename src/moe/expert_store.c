@@ -21,6 +21,7 @@
 #include "core/common.h"
 #include "core/platform.h"
 #include "format/container.h"
+#include "format/container_impl.h"
 #include "kernels/kernels.h"
 #include "model/source.h"
 #include "core/rt.h"
@@ -206,48 +207,78 @@ static void set_pool_pointers(clb_expert_store *s, clb_st_expert *x) {
     }
 }
 
-/* ---- packing (kernels.h) ---- *
+/* ---- packing (kernels.h) and resident copies ---- *
  * With cfg.pack, every expert tensor of a dtype the table computes 16 rows at a time gets
  * packed_rows: the same arithmetic whatever the mode, so the logits stay bit-identical.
  * Bounded, the slots hold the file's row-major bytes (the kernels transpose them in
  * registers; reading stays a plain pread). Unbounded, the experts are copied once into an
  * interleaved layout when the copies fit in the available memory, else served row-major
- * from the mapping. */
+ * from the mapping. One rank of several (cfg.owner) copies its own experts (interleaved,
+ * or row-major without packed kernels) and no other: the copies are read with pread, never
+ * through the mapping, because a fault on the mapping maps the page cache's whole folio
+ * (large folios reach across tensors), which would make the neighbouring experts — another
+ * rank's — resident too. */
+
+/* Does the unbounded mode copy expert x (interleave: the packed kernels' layout)? */
+static bool copies(const clb_expert_store *s, const clb_st_expert *x, bool interleave) {
+    if (!x->present || x->away) return false;
+    if (interleave && clb_st_packs(x)) return true;
+    return s->cfg.owner && x->chunk < 0;
+}
 
 typedef struct pack_ctx {
     clb_expert_store *s;
     int ith, nth;
+    bool interleave;
+    uint64_t max_tensor; /* largest tensor read, for the staging buffer */
+    int rc;
+    char err[320];
 } pack_ctx;
 
-/* unbounded: the packed copies of every nth expert (from ith), from the file's mapping */
+/* unbounded: the copies of every nth copied expert (from ith), from the file (pread) or
+   from memory (a decoded expert, or a source without a descriptor) */
 static void *pack_copies(void *arg) {
-    const pack_ctx *c = arg;
+    pack_ctx *c = arg;
     clb_expert_store *s = c->s;
+    uint8_t *stage = NULL;
     int n = 0;
-    for (size_t i = 0; i < (size_t)s->n_layer * (size_t)s->n_expert; i++) {
+    for (size_t i = 0; !c->rc && i < (size_t)s->n_layer * (size_t)s->n_expert; i++) {
         clb_st_expert *x = &s->ex[i];
-        if (!x->present || !clb_st_packs(x) || n++ % c->nth != c->ith) continue;
+        if (!copies(s, x, c->interleave) || n++ % c->nth != c->ith) continue;
         clb_weight *ws[3] = {&x->w.gate, &x->w.up, &x->w.down};
-        for (int t = 0; t < 3; t++) {
+        for (int t = 0; t < 3 && !c->rc; t++) {
             uint8_t *dst = s->pack_copy + x->t[t].copy_off;
-            if (x->t[t].packed_rows)
-                clb_pack_rows_to(ws[t]->dtype, ws[t]->cols, ws[t]->rows, ws[t]->data, dst);
-            else
-                memcpy(dst, ws[t]->data, (size_t)x->t[t].size);
-            clb_release_pages(ws[t]->data, x->t[t].size); /* the mapping's pages are not needed any more */
+            const bool pack = c->interleave && x->t[t].packed_rows > 0;
+            const uint8_t *src = ws[t]->data;
+            const bool from_file = x->chunk < 0 && x->t[t].fd >= 0;
+            if (from_file) {
+                if (pack && !stage && !(stage = clb_alloc_aligned((size_t)c->max_tensor))) {
+                    c->rc = clb_err(COLIBRI_ERR_NOMEM, "out of memory (staging an expert to pack)");
+                    break;
+                }
+                if ((c->rc = clb_ct_pread(x->t[t].fd, pack ? stage : dst, (size_t)x->t[t].size, x->t[t].file_offset,
+                                          "the model file")))
+                    break;
+                src = pack ? stage : dst;
+            }
+            if (pack) clb_pack_rows_to(ws[t]->dtype, ws[t]->cols, ws[t]->rows, src, dst);
+            else if (!from_file) memcpy(dst, src, (size_t)x->t[t].size);
+            if (!from_file) clb_release_pages(ws[t]->data, x->t[t].size); /* not needed any more */
             ws[t]->data = dst;
             ws[t]->packed_rows = x->t[t].packed_rows;
-            ws[t]->interleaved = x->t[t].packed_rows > 0;
+            ws[t]->interleaved = pack;
         }
     }
+    if (c->rc) snprintf(c->err, sizeof c->err, "%s", clb_last_error());
+    clb_free_aligned(stage);
     return NULL;
 }
 
-/* Decides which tensors are packed and, unbounded, makes the interleaved copies. */
-static int setup_packing(clb_expert_store *s, const clb_kernels *k, bool interleave) {
-    uint64_t copy = 0;
+/* Decides which tensors are packed and, unbounded, makes the copies (see above). */
+static int setup_copies(clb_expert_store *s, const clb_kernels *k, bool interleave) {
+    uint64_t copy = 0, max_tensor = 0;
     bool any = false;
-    for (size_t i = 0; i < (size_t)s->n_layer * (size_t)s->n_expert; i++) {
+    for (size_t i = 0; k && i < (size_t)s->n_layer * (size_t)s->n_expert; i++) {
         clb_st_expert *x = &s->ex[i];
         if (!x->present) continue;
         const clb_weight *ws[3] = {&x->w.gate, &x->w.up, &x->w.down};
@@ -255,19 +286,25 @@ static int setup_packing(clb_expert_store *s, const clb_kernels *k, bool interle
             x->t[t].packed_rows = clb_kernels_pack_rows(k, ws[t]->dtype, ws[t]->cols, ws[t]->rows);
             any |= x->t[t].packed_rows > 0;
         }
-        if (clb_st_packs(x))
-            for (int t = 0; t < 3; t++) copy += clb_align_up(x->t[t].size, 64);
     }
     s->packed = any;
-    if (!any || s->bounded) return COLIBRI_OK; /* bounded: set_pool_pointers passes packed_rows on */
-    if (!interleave || !clb_copy_fits(copy)) { /* row-major from the mapping */
-        for (size_t i = 0; i < (size_t)s->n_layer * (size_t)s->n_expert; i++) {
-            clb_st_expert *x = &s->ex[i];
-            clb_weight *ws[3] = {&x->w.gate, &x->w.up, &x->w.down};
-            for (int t = 0; t < 3; t++) ws[t]->packed_rows = x->t[t].packed_rows;
-        }
-        return COLIBRI_OK;
+    if (s->bounded) return COLIBRI_OK; /* set_pool_pointers passes packed_rows on */
+    /* by default the kernels read the mapping's row-major bytes */
+    for (size_t i = 0; i < (size_t)s->n_layer * (size_t)s->n_expert; i++) {
+        clb_st_expert *x = &s->ex[i];
+        clb_weight *ws[3] = {&x->w.gate, &x->w.up, &x->w.down};
+        for (int t = 0; t < 3; t++) ws[t]->packed_rows = x->t[t].packed_rows;
     }
+    interleave = interleave && any;
+    for (size_t i = 0; i < (size_t)s->n_layer * (size_t)s->n_expert; i++) {
+        const clb_st_expert *x = &s->ex[i];
+        if (!copies(s, x, interleave)) continue;
+        for (int t = 0; t < 3; t++) {
+            copy += clb_align_up(x->t[t].size, 64);
+            max_tensor = CLB_MAX(max_tensor, x->t[t].size);
+        }
+    }
+    if (copy == 0 || !clb_copy_fits(copy)) return COLIBRI_OK;
     void *m = clb_map_weights(copy);
     if (!m) return clb_err(COLIBRI_ERR_NOMEM, "cannot map %llu bytes for packed experts", (unsigned long long)copy);
     s->pack_copy = m;
@@ -276,7 +313,7 @@ static int setup_packing(clb_expert_store *s, const clb_kernels *k, bool interle
     uint64_t off = 0;
     for (size_t i = 0; i < (size_t)s->n_layer * (size_t)s->n_expert; i++) {
         clb_st_expert *x = &s->ex[i];
-        if (!x->present || !clb_st_packs(x)) continue;
+        if (!copies(s, x, interleave)) continue;
         for (int t = 0; t < 3; t++) {
             x->t[t].copy_off = off;
             off += clb_align_up(x->t[t].size, 64);
@@ -287,7 +324,7 @@ static int setup_packing(clb_expert_store *s, const clb_kernels *k, bool interle
     const int n_th = CLB_MAX(1, CLB_MIN(8, clb_cpu_count()));
     int started = 0;
     for (int i = 0; i < n_th; i++) {
-        ctx[i] = (pack_ctx){s, i, n_th};
+        ctx[i] = (pack_ctx){.s = s, .ith = i, .nth = n_th, .interleave = interleave, .max_tensor = max_tensor};
         if (i > 0 && pthread_create(&th[i], NULL, pack_copies, &ctx[i]) == 0) started |= 1 << i;
     }
     pack_copies(&ctx[0]);
@@ -295,7 +332,9 @@ static int setup_packing(clb_expert_store *s, const clb_kernels *k, bool interle
         if (started & (1 << i)) pthread_join(th[i], NULL);
         else pack_copies(&ctx[i]); /* a thread that could not start: its share here */
     }
-    s->interleaved = true;
+    for (int i = 0; i < n_th; i++)
+        if (ctx[i].rc) return clb_err(ctx[i].rc, "%s", ctx[i].err);
+    s->interleaved = interleave;
     return COLIBRI_OK;
 }
 
@@ -307,13 +346,15 @@ int clb_store_configure(clb_expert_store *s, const clb_source *src, const clb_st
     s->cfg = *cfg;
     s->cfg.usage_path = NULL;
     s->bounded = cfg->pool_bytes > 0 && s->n_expert > 0;
-    int n_present = 0, rc;
+    int n_present = 0, n_held = 0, rc;
     uint64_t slot_need = 0;
     for (int l = 0; l < s->n_layer; l++)
         for (int e = 0; e < s->n_expert; e++) {
             clb_st_expert *x = clb_st_get(s, l, e);
             if (!x->present) continue;
             n_present++;
+            x->away = cfg->owner && cfg->owner[(int64_t)l * s->n_expert + e] != cfg->rank;
+            n_held += !x->away;
             uint64_t need = 0;
             if ((rc = layout_expert(s, src, l, e, x, &need))) return rc;
             slot_need = CLB_MAX(slot_need, need);
@@ -321,7 +362,7 @@ int clb_store_configure(clb_expert_store *s, const clb_source *src, const clb_st
         }
     if (n_present == 0) s->bounded = false;
     if (!s->bounded && (rc = clb_store_setup_encoded(s, src))) return rc; /* the resident copy */
-    if (cfg->pack && (rc = setup_packing(s, cfg->pack, cfg->interleave))) return rc;
+    if ((cfg->pack || cfg->owner) && (rc = setup_copies(s, cfg->pack, cfg->interleave))) return rc;
     if (cfg->usage_path) {
         s->usage_path = clb_strdup(cfg->usage_path);
         if (!s->usage_path) return clb_err(COLIBRI_ERR_NOMEM, "out of memory");
@@ -330,7 +371,8 @@ int clb_store_configure(clb_expert_store *s, const clb_source *src, const clb_st
     if (s->bounded) {
         s->slot_bytes = slot_need;
         uint64_t n = cfg->pool_bytes / slot_need;
-        if (n > (uint64_t)n_present) n = (uint64_t)n_present;
+        /* no more slots than experts this rank computes (2 at least: see below) */
+        if (n > (uint64_t)CLB_MAX(n_held, 2)) n = (uint64_t)CLB_MAX(n_held, 2);
         if (n < 2)
             return clb_err(COLIBRI_ERR_ARG,
                            "%s: an expert pool of %llu bytes holds fewer than 2 experts of %llu bytes (raise "
@@ -346,7 +388,7 @@ int clb_store_configure(clb_expert_store *s, const clb_source *src, const clb_st
             for (int l = 0; l < s->n_layer; l++)
                 for (int e = 0; e < s->n_expert; e++) {
                     clb_st_expert *x = clb_st_get(s, l, e);
-                    if (!x->present) continue;
+                    if (!x->present || x->away) continue;
                     for (int k = 0; k < 3; k++) x->t[k].dfd = clb_io_open_direct(s, x->t[k].fd);
                 }
         if ((rc = clb_store_setup_encoded(s, src))) return rc; /* the decoders */
@@ -435,6 +477,11 @@ int clb_store_acquire(clb_expert_store *s, int layer, int expert, const clb_expe
     clb_st_expert *x = clb_st_get(s, layer, expert);
     if (!x || !x->present) return clb_err(COLIBRI_ERR_ARG, "expert %d of layer %d does not exist", expert, layer);
     if (s->bounded) return acquire_bounded(s, x, layer, expert, out);
+    if (x->away && x->chunk >= 0) /* never decoded here */
+        return clb_err(COLIBRI_ERR_ARG,
+                       "expert %d of layer %d of this encoded file was left to another rank at open; open the "
+                       "model with the placement that computes it here",
+                       expert, layer);
     pthread_mutex_lock(&s->mu);
     x->pins++;
     x->uses++;

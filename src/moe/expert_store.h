@@ -55,6 +55,12 @@ typedef struct clb_store_cfg {
     bool interleave;
     const int *io_cpus;    /* NULL, or I/O thread i runs on io_cpus[i % n_io_cpus] */
     int n_io_cpus;
+    /* expert parallelism: owner[layer * n_expert + expert] is the rank computing each expert
+       (NULL: this process computes all). The experts of other ranks are never copied,
+       decoded, mlock'ed or read here, and a pool holds at most this rank's experts, so the
+       memory of every mode is the dense part plus this rank's share. */
+    const int32_t *owner;
+    int32_t rank;
 } clb_store_cfg;
 
 /* Switches to the mode cfg describes, once, after the loader filled every slot. Uses src

@@ -129,6 +129,8 @@ int clb_mem_init(colibri_engine_t *e, const char *model_path, const colibri_para
         .interleave = e->pack_interleave,
         .io_cpus = e->n_io_cpus > 0 ? e->io_cpus : NULL,
         .n_io_cpus = e->n_io_cpus,
+        .owner = e->xp_on ? e->xp_owner : NULL, /* expert parallelism: this rank's share only */
+        .rank = e->xp_on ? e->xp.rank : 0,
     };
     char *usage = NULL;
     if (p->usage_stats) {

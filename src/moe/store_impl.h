@@ -36,6 +36,8 @@ typedef struct clb_st_expert {
     clb_st_tensor t[3];  /* gate, up, down */
     uint64_t bytes;      /* sum of the tensors' sizes */
     bool present, hot, prefetched, mlocked;
+    bool away;           /* another rank computes it (cfg.owner): never copied, decoded,
+                            locked or loaded here; served row-major from the mapping if asked */
     int state;           /* clb_es_state */
     int slot;            /* pool slot when LOADING / RESIDENT, else -1 */
     int pins;            /* acquire/release balance */

@@ -47,6 +47,40 @@ for m in mixtral olmoe qwen2moe; do
     done
     echo "$m: logits bit-identical on 1, 2 and 4 ranks"
 done
+# 1b. per-rank memory, unbounded: a rank holds the dense weights and its share of the routed
+#     experts, never another rank's. A benchmark-shaped file (OLMoE shapes, 2 layers, q4_0) and
+#     a 64-token prompt, which routes to nearly every expert: one process's peak RSS holds the
+#     file's dense and expert bytes (checked), so peak - experts is the dense part plus the
+#     process's own memory; each of 2 ranks must stay within that + 0.6 x the experts, each of
+#     4 within that + 0.35 x (their shares are 1/2 and 1/4).
+if "${PYTHON:-/usr/bin/python3}" "$ROOT/tools/gen_gguf.py" --model olmoe --dtype q4_0 --layers 2 -o "$WORK/olmoe.gguf" \
+    >/dev/null 2>"$WORK/gen.err"; then
+    sizes=$("$COLIBRI" inspect "$WORK/olmoe.gguf" | sed -n 's/^tensors: .*(dense \([0-9.]*\) MiB, routed experts \([0-9.]*\) MiB).*/\1 \2/p')
+    dense=${sizes% *}
+    exps=${sizes#* }
+    toks=$(seq 100 163 | paste -sd, -)
+    peaks() { sed -n 's/^colibri-mpi: rank .* peak RSS \([0-9.]*\) MiB.*/\1/p' "$1"; }
+    if [ -n "$sizes" ] && mpi 1 "$WORK/ol.1" -m "$WORK/olmoe.gguf"; then
+        p1=$(peaks "$WORK/ol.1.err")
+        awk -v p="$p1" -v d="$dense" -v x="$exps" 'BEGIN { exit !(p >= d + 0.9 * x) }' \
+            || fail "one rank's peak RSS $p1 MiB does not hold the file's dense $dense + experts $exps MiB"
+        base=$(awk -v p="$p1" -v x="$exps" 'BEGIN { printf "%.1f", p - x }')
+        for np in 2 4; do
+            mpi $np "$WORK/ol.$np" -m "$WORK/olmoe.gguf" || continue
+            same "$WORK/ol.1" "$WORK/ol.$np" "olmoe-shaped file on $np ranks"
+            share=$(awk -v n=$np 'BEGIN { print (n == 2 ? 0.6 : 0.35) }')
+            lim=$(awk -v b="$base" -v x="$exps" -v f="$share" 'BEGIN { printf "%.1f", b + f * x }')
+            for p in $(peaks "$WORK/ol.$np.err"); do
+                awk -v p="$p" -v l="$lim" 'BEGIN { exit !(p <= l) }' \
+                    || fail "$np ranks: a rank's peak RSS is $p MiB, over $lim MiB (dense + own memory $base + $share x experts $exps)"
+            done
+            echo "per-rank peak RSS, $np ranks: $(peaks "$WORK/ol.$np.err" | paste -sd' ' -) MiB (limit $lim; one process $p1 MiB; dense $dense, experts $exps MiB)"
+        done
+    fi
+    rm -f "$WORK/olmoe.gguf"
+else
+    fail "tools/gen_gguf.py: $(tail -1 "$WORK/gen.err")"
+fi
 # 2. bounded: a memory budget, and a pool of 2 experts (208 KiB each in q8_0)
 toks=$(csv "$(cat "$FX/mixtral/tokens.txt")")
 colibri_convert "$FX/mixtral/hf" "$WORK/mx.colibri" --dtype q8_0 || finish expert_parallel
