@@ -32,7 +32,7 @@ static void touch_value(const clb_gguf_value *v, int depth) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    clb_map m = {size ? data : NULL, size, -1, NULL};
+    clb_map m = {.data = size ? data : NULL, .size = size, .fd = -1};
     clb_gguf g;
     if (clb_gguf_parse(&m, &g) != COLIBRI_OK) {
         if (!clb_last_error()[0]) __builtin_trap(); /* failures always explain themselves */

@@ -12,7 +12,7 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    clb_map m = {size ? data : NULL, size, -1, NULL};
+    clb_map m = {.data = size ? data : NULL, .size = size, .fd = -1};
     clb_gguf g;
     if (clb_gguf_parse(&m, &g) != COLIBRI_OK) return 0;
     cJSON *j = clb_tokenizer_gguf_to_json(&g);

@@ -12,7 +12,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static volatile uint64_t sink;
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    clb_map m = {size ? data : NULL, size, -1, NULL};
+    clb_map m = {.data = size ? data : NULL, .size = size, .fd = -1};
     clb_tensor *tensors = NULL;
     int n = 0;
     int rc = clb_safetensors_parse(&m, 0, &tensors, &n);

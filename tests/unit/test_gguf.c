@@ -92,7 +92,7 @@ static int parse_copy(const uint8_t *p, size_t n, clb_gguf *g, uint8_t **copy) {
     *copy = malloc(n ? n : 1);
     assert_non_null(*copy);
     if (n) memcpy(*copy, p, n);
-    clb_map m = {n ? *copy : NULL, n, -1, NULL};
+    clb_map m = {.data = n ? *copy : NULL, .size = n, .fd = -1};
     return clb_gguf_parse(&m, g);
 }
 
@@ -466,7 +466,7 @@ static void test_bad_header(void **state) {
     free(b.p);
     /* empty map and NULL map */
     clb_gguf g;
-    clb_map m = {NULL, 0, -1, NULL};
+    clb_map m = {.data = NULL, .size = 0, .fd = -1};
     assert_int_equal(clb_gguf_parse(&m, &g), COLIBRI_ERR_FORMAT);
     assert_int_equal(clb_gguf_parse(NULL, &g), COLIBRI_ERR_ARG);
     clb_gguf_close(&g);
