@@ -172,6 +172,65 @@ static void apply_penalties(clb_sampler *s) {
     }
 }
 
+/* The sort key of a logit: ascending key = cand_before order (larger logit first; -0 and
+   +0 tie, as they compare equal), and its inverse (giving +0 for both zeros). */
+static inline uint32_t cand_key(float l) {
+    uint32_t u;
+    memcpy(&u, &l, sizeof u);
+    if (l == 0.0f) u = 0;
+    const uint32_t asc = (u & 0x80000000u) ? ~u : u | 0x80000000u; /* ascending in the float's order */
+    return ~asc;
+}
+static inline float cand_logit(uint32_t key) {
+    const uint32_t asc = ~key, u = (asc & 0x80000000u) ? asc & 0x7fffffffu : ~asc;
+    float l;
+    memcpy(&l, &u, sizeof l);
+    return l;
+}
+
+/* Sorts c[0..n) into cand_before order when the ids ascend: a stable LSD radix sort of
+   (key << 32 | id) on the key, a pass per byte (skipped when all keys share it) between
+   tmp[n] and c (as 64-bit words). The order is exactly qsort's with cand_cmp (a total
+   order), in O(n): a 152k vocabulary sampled with no top-k (OpenAI's defaults) costs about
+   2 ms instead of a comparison sort's 20 per token. */
+static void cand_radix_sort(clb_cand *c, uint64_t *tmp, size_t n) {
+    uint64_t *w = (uint64_t *)(void *)c; /* clb_cand is 8 bytes: reused as words */
+    uint32_t cnt[4][256];
+    memset(cnt, 0, sizeof cnt);
+    for (size_t i = 0; i < n; i++) {
+        const uint32_t k = cand_key(c[i].logit);
+        tmp[i] = (uint64_t)k << 32 | (uint32_t)c[i].id;
+        for (int p = 0; p < 4; p++) cnt[p][(k >> (8 * p)) & 255]++;
+    }
+    uint64_t *src = tmp, *dst = w;
+    for (int p = 0; p < 4; p++) {
+        uint32_t sum = 0, *cp = cnt[p];
+        if (cp[(src[0] >> (32 + 8 * p)) & 255] == n) continue; /* every key has this digit */
+        for (int b = 0; b < 256; b++) {
+            const uint32_t v = cp[b];
+            cp[b] = sum;
+            sum += v;
+        }
+        const int sh = 32 + 8 * p;
+        for (size_t i = 0; i < n; i++) {
+            const uint64_t v = src[i];
+            dst[cp[(v >> sh) & 255]++] = v;
+        }
+        uint64_t *t = src;
+        src = dst;
+        dst = t;
+    }
+    if (src == w) { /* an odd number of passes ran: the words go back through tmp */
+        memcpy(tmp, w, n * sizeof *tmp);
+        src = tmp;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const uint64_t v = src[i];
+        c[i].logit = cand_logit((uint32_t)(v >> 32));
+        c[i].id = (int32_t)(uint32_t)v;
+    }
+}
+
 /* min-heap on "rank" (the worst kept candidate at the root) for top-k selection */
 static void heap_sift_down(clb_cand *h, size_t n, size_t i) {
     for (;;) {
@@ -225,8 +284,12 @@ static int prepare(clb_sampler *s, const float *logits) {
             }
         }
         n = k;
+        qsort(s->cand, n, sizeof *s->cand, cand_cmp);
+    } else if (n > 256) { /* ids ascending: collected in vocabulary order */
+        cand_radix_sort(s->cand, (uint64_t *)(void *)s->pd, n); /* pd is written only after the sort */
+    } else {
+        qsort(s->cand, n, sizeof *s->cand, cand_cmp);
     }
-    qsort(s->cand, n, sizeof *s->cand, cand_cmp);
 
     /* temperature + softmax; subtracting the max first keeps exp() in range */
     double inv_t = 1.0 / (double)p->temperature, max = s->cand[0].logit, sum = 0.0;

@@ -286,6 +286,48 @@ static void test_large_vocab_topk(void **st) {
     clb_sampler_free(s);
 }
 
+/* The whole vocabulary (no top-k): candidates in descending logit, ties (and -0 = +0) by
+   ascending id, exactly as a comparison sort orders them; negative, positive, huge, tiny
+   and repeated logits, +inf clamped, NaN and -inf left out. */
+static void test_large_vocab_order(void **st) {
+    (void)st;
+    enum { NV = 6007 };
+    static float logits[NV];
+    uint32_t x = 12345;
+    for (int i = 0; i < NV; i++) {
+        x = x * 1664525u + 1013904223u;
+        const int r = (int)(x >> 20) % 400 - 200; /* many ties */
+        logits[i] = (float)r * ((x & 0x100) ? 1e-3f : 37.0f);
+    }
+    logits[5] = -0.0f;
+    logits[6] = 0.0f;
+    logits[7] = 3.0e38f;
+    logits[8] = INFINITY;
+    logits[9] = NAN;
+    logits[10] = -INFINITY;
+    logits[11] = -3.0e38f;
+    logits[12] = 1e-40f; /* subnormal */
+    logits[13] = -1e-40f;
+    clb_sampler_params p = plain();
+    p.temperature = 1000.0f; /* keeps every probability above zero */
+    clb_sampler *s = clb_sampler_create(&p, NV);
+    const int32_t *ids;
+    const float *pr;
+    size_t n;
+    get_cands(s, logits, &ids, &pr, &n);
+    assert_int_equal(n, NV - 2);
+    bool seen[NV] = {false};
+    for (size_t i = 0; i < n; i++) {
+        assert_true(ids[i] >= 0 && ids[i] < NV && ids[i] != 9 && ids[i] != 10 && !seen[ids[i]]);
+        seen[ids[i]] = true;
+        if (i == 0) continue;
+        const float a = ids[i - 1] == 8 ? 3.0e38f : logits[ids[i - 1]], b = ids[i] == 8 ? 3.0e38f : logits[ids[i]];
+        assert_true(a > b || (a == b && ids[i - 1] < ids[i]));
+    }
+    assert_true(ids[0] == 7 && ids[1] == 8); /* 3e38 and the clamped +inf tie */
+    clb_sampler_free(s);
+}
+
 static void test_bad_params(void **st) {
     (void)st;
     clb_sampler_params p = plain();
@@ -358,7 +400,8 @@ int main(void) {
         cmocka_unit_test(test_topk_temperature), cmocka_unit_test(test_softmax_top_p),
         cmocka_unit_test(test_greedy_ties),      cmocka_unit_test(test_penalties),
         cmocka_unit_test(test_reproducible),     cmocka_unit_test(test_frequencies),
-        cmocka_unit_test(test_large_vocab_topk), cmocka_unit_test(test_bad_params),
+        cmocka_unit_test(test_large_vocab_topk), cmocka_unit_test(test_large_vocab_order),
+        cmocka_unit_test(test_bad_params),
         cmocka_unit_test(test_stop_strings),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
