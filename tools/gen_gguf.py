@@ -19,9 +19,10 @@ Models (shapes as the published configs; --layers cuts the depth):
                              + 2 shared, vocab 102400 (attn_kv_b layout, no YaRN)
 
 dtypes: f16 holds the random floats themselves (a convert / quantize input); q4_0 and q8_0
-blocks come from the ggml reference quantizers applied to random floats; q4_k blocks are random bytes with sane fp16 scales (valid blocks, not a fit of any
-data).  Norm weights and the router (ffn_gate_inp) stay f32, as llama.cpp's quantizer
-leaves them.  A minimal SentencePiece vocabulary (<unk>, <s>, </s>, the 256 <0xXX> byte
+blocks come from the ggml reference quantizers applied to random floats; q4_k blocks are
+random nibbles with scales and mins that make the weights zero-mean (valid blocks, not a
+fit of any data).  Norm weights and the router (ffn_gate_inp) stay f32, as llama.cpp's
+quantizer leaves them.  A minimal SentencePiece vocabulary (<unk>, <s>, </s>, the 256 <0xXX> byte
 tokens, then filler pieces) makes the files loadable by llama.cpp and colibri.
 
 The file is written streaming, one chunk of one tensor at a time (never the whole file in
@@ -142,13 +143,26 @@ def quant_q4_0(x):
 
 
 def random_q4_k(rng, nb, scale):
-    """nb random-but-valid Q4_K super-blocks: fp16 d/dmin of moderate size, random 6-bit
-    scales/mins and nibbles."""
+    """nb random-but-valid Q4_K super-blocks of zero-mean weights: random nibbles q, random
+    6-bit sub-block scales sc in 32..63, dmin = 8 d and mins m = round(sc * 7.5 / 8), so that
+    x = d sc q - dmin m = d sc (q - 7.5) + d (7.5 sc - 8 m) has a mean of at most 4 d per
+    sub-block (either sign) against a spread of about 220 d, like the ggml quantizers' output
+    on zero-mean data.  (Random mins would give every weight the same positive mean: every
+    projection would add one token-independent direction to the hidden state, and the router
+    would choose the same experts for every token.)  The spread matches q4_0's uniform
+    [-scale, scale]."""
     out = rng.integers(0, 256, size=(nb, 144), dtype=np.uint8)
-    d = (rng.random(nb, dtype=np.float32) * 0.5 + 0.5) * (scale / 32.0)
-    dmin = (rng.random(nb, dtype=np.float32) * 0.5 + 0.5) * (scale / 64.0)
-    out[:, 0:2] = d.astype(np.float16).view(np.uint8).reshape(-1, 2)
-    out[:, 2:4] = dmin.astype(np.float16).view(np.uint8).reshape(-1, 2)
+    d = ((rng.random(nb, dtype=np.float32) * 0.5 + 0.5) * (scale / 285.0)).astype(np.float16)
+    dmin = (d.astype(np.float32) * 8).astype(np.float16)
+    sc = rng.integers(32, 64, size=(nb, 8)).astype(np.uint8)
+    m = np.round(sc.astype(np.float32) * (7.5 / 8.0)).astype(np.uint8)
+    q = np.empty((nb, 12), dtype=np.uint8)  # ggml's packing of 8 6-bit scales and mins
+    q[:, 0:4] = (sc[:, 0:4] & 63) | ((sc[:, 4:8] >> 4) << 6)
+    q[:, 4:8] = (m[:, 0:4] & 63) | ((m[:, 4:8] >> 4) << 6)
+    q[:, 8:12] = (sc[:, 4:8] & 0xF) | ((m[:, 4:8] & 0xF) << 4)
+    out[:, 0:2] = d.view(np.uint8).reshape(-1, 2)
+    out[:, 2:4] = dmin.view(np.uint8).reshape(-1, 2)
+    out[:, 4:16] = q
     return out
 
 
