@@ -220,11 +220,21 @@ def fresh_chunks(rng, dtype, n_elems, scale, chunk_elems=1 << 22):
 
 # ---- model layout -----------------------------------------------------------------------
 
+# The token embeddings' scale.  With random weights attention is nearly uniform, so its output
+# is about the mean of the context's values: alike for streams that share a prompt prefix, and
+# it accumulates over the layers far above 0.05-scale embeddings.  The residual stream, and with
+# it the router's choice, then hardly depended on the token: 4 sampled streams of the 16-layer
+# qwen3moe q4_k file chose 13.5 distinct experts per layer and step (scale 1: 18.5), where
+# independent tokens choose 128 (1 - (1 - 8/128)^4) = 29.  At scale 8 the token's identity
+# carries through the layers as in a trained model's routing: 32 per layer and step (the
+# prompt steps' union counted in).
+EMBD_SCALE = 8.0
+
 def layout_mla(m, wdt):
     """DeepSeek-V2 layout (llama.cpp's deepseek2 names, attn_kv_b not split)."""
     H, E, F, V, A = m["hidden"], m["experts"], m["ff"], m["vocab"], m["mla"]
     nh, r, nope, rope, v = m["heads"], A["kv_lora_rank"], A["nope"], A["rope"], A["v"]
-    t = [("token_embd.weight", [H, V], wdt, 0.05)]
+    t = [("token_embd.weight", [H, V], wdt, EMBD_SCALE)]
     for i in range(m["layers"]):
         b = "blk.%d." % i
         t.append((b + "attn_norm.weight", [H], "f32", "ones"))
@@ -257,7 +267,7 @@ def layout(m, wdt):
         return layout_mla(m, wdt)
     H, E, F, V = m["hidden"], m["experts"], m["ff"], m["vocab"]
     qd, kvd = m["heads"] * m["head_dim"], m["kv_heads"] * m["head_dim"]
-    t = [("token_embd.weight", [H, V], wdt, 0.05)]
+    t = [("token_embd.weight", [H, V], wdt, EMBD_SCALE)]
     for i in range(m["layers"]):
         b = "blk.%d." % i
         t.append((b + "attn_norm.weight", [H], "f32", "ones"))
