@@ -94,6 +94,17 @@ typedef struct srv_sched {
     colibri_batch_tok *batch;
     int *batch_slot;
     int rr; /* round-robin start for prompt chunks */
+    /* each step's draws, made outside mu before the slots' bookkeeping: the scheduler draws
+       the even logits rows, a helper thread the odd ones (a draw over a 152k vocabulary costs
+       milliseconds; the engine's threads are idle meanwhile) */
+    int32_t *drawn; /* [n_slots] token of each logits row */
+    int *draw_rc;   /* [n_slots] colibri_sampler_sample's status */
+    int n_draw;     /* rows of the current step */
+    pthread_t helper;
+    pthread_mutex_t hmu;
+    pthread_cond_t hcv;
+    uint64_t hgen, hdone; /* steps handed to the helper, finished by it */
+    bool helper_on, hstop;
     /* metrics (under mu) */
     uint64_t steps, step_tokens, tokens_prompt, tokens_gen, requests_done, requests_cancelled, decode_errors;
     double busy_s;

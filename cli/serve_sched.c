@@ -112,12 +112,15 @@ static void record_logprobs(srv_sched *s, srv_req *r, const float *lg, int32_t t
     for (int j = 0; j < p->n_top; j++) p->top_lp[j] = lg[p->top_id[j]] - lse;
 }
 
-/* Under mu: the logits of slot i's last token: sample, append, check the ends. */
-static void slot_step(srv_sched *s, int i, const float *lg) {
+/* Under mu: slot i's token tok drawn (status rc) from the logits lg of its last token:
+   append, check the ends. */
+static void slot_step(srv_sched *s, int i, const float *lg, int32_t tok, int rc) {
     srv_slot *sl = &s->slots[i];
     srv_req *r = sl->req;
-    int32_t tok;
-    if (colibri_sampler_sample(sl->smp, lg, &tok)) { slot_free(s, i, SRV_FINISH_ERROR, colibri_last_error()); return; }
+    if (rc && colibri_sampler_sample(sl->smp, lg, &tok)) { /* again here, for this thread's message */
+        slot_free(s, i, SRV_FINISH_ERROR, colibri_last_error());
+        return;
+    }
     colibri_sampler_accept(sl->smp, tok);
     if (r->n_gen == 0) r->t_first = cli_now();
     r->n_gen++;
@@ -146,6 +149,51 @@ static void slot_step(srv_sched *s, int i, const float *lg) {
         { slot_free(s, i, SRV_FINISH_LENGTH, NULL); return; }
     sl->last = tok;
     sl->phase = 2;
+}
+
+/* The draws of logits rows first, first + 2, ... of the current step. Each slot has its
+   own sampler, touched by this step's draw only, so which thread draws a row changes
+   nothing. */
+static void draw_rows(srv_sched *s, int first) {
+    for (int j = first; j < s->n_draw; j += 2) {
+        srv_slot *sl = &s->slots[s->batch_slot[j]];
+        s->draw_rc[j] = colibri_sampler_sample(sl->smp, s->logits + (size_t)j * (size_t)s->n_vocab, &s->drawn[j]);
+    }
+}
+
+static void *helper_main(void *arg) {
+    srv_sched *s = arg;
+    pthread_mutex_lock(&s->hmu);
+    for (;;) {
+        while (s->hdone == s->hgen && !s->hstop) pthread_cond_wait(&s->hcv, &s->hmu);
+        if (s->hstop) break;
+        const uint64_t g = s->hgen;
+        pthread_mutex_unlock(&s->hmu);
+        draw_rows(s, 1);
+        pthread_mutex_lock(&s->hmu);
+        s->hdone = g;
+        pthread_cond_broadcast(&s->hcv);
+    }
+    pthread_mutex_unlock(&s->hmu);
+    return NULL;
+}
+
+/* Outside mu, after a step: every logits row's token. */
+static void draw_all(srv_sched *s, int n_rows) {
+    s->n_draw = n_rows;
+    if (n_rows < 2 || !s->helper_on) {
+        draw_rows(s, 0);
+        if (n_rows >= 2) draw_rows(s, 1);
+        return;
+    }
+    pthread_mutex_lock(&s->hmu);
+    const uint64_t g = ++s->hgen;
+    pthread_cond_broadcast(&s->hcv);
+    pthread_mutex_unlock(&s->hmu);
+    draw_rows(s, 0);
+    pthread_mutex_lock(&s->hmu);
+    while (s->hdone != g) pthread_cond_wait(&s->hcv, &s->hmu);
+    pthread_mutex_unlock(&s->hmu);
 }
 
 static void take_snapshot(srv_sched *s) {
@@ -237,6 +285,7 @@ static void *sched_main(void *arg) {
         const double t0 = cli_now();
         const int rc = colibri_decode(s->e, s->batch, n, s->logits, s->logits_cap);
         const double t1 = cli_now();
+        if (!rc) draw_all(s, n_logits);
         pthread_mutex_lock(&s->mu);
         s->busy_s += t1 - t0;
         s->steps++;
@@ -253,7 +302,7 @@ static void *sched_main(void *arg) {
             if (s->slots[s->batch[j].seq].phase == 1) s->tokens_prompt++;
         for (int j = 0; j < n_logits; j++) {
             const int i = s->batch_slot[j];
-            if (s->slots[i].req) slot_step(s, i, s->logits + (size_t)j * (size_t)s->n_vocab);
+            if (s->slots[i].req) slot_step(s, i, s->logits + (size_t)j * (size_t)s->n_vocab, s->drawn[j], s->draw_rc[j]);
         }
         if (t1 - s->win_t0 >= 2.0) { /* generation tokens/s over the last ~2 s */
             s->tok_per_s = (double)(s->tokens_gen - s->win_tok0) / (t1 - s->win_t0);
@@ -288,10 +337,12 @@ int srv_sched_start(srv_sched *s, colibri_engine_t *e, int n_slots, int qmax, in
     const size_t max_batch = (size_t)s->n_batch + (size_t)n_slots;
     s->batch = calloc(max_batch, sizeof *s->batch);
     s->batch_slot = calloc((size_t)n_slots, sizeof *s->batch_slot);
+    s->drawn = calloc((size_t)n_slots, sizeof *s->drawn);
+    s->draw_rc = calloc((size_t)n_slots, sizeof *s->draw_rc);
     s->logits_cap = (size_t)n_slots * (size_t)s->n_vocab;
     s->logits = malloc(sizeof(float) * s->logits_cap);
     s->snap.stats = calloc(1, sizeof *s->snap.stats);
-    if (!s->slots || !s->batch || !s->batch_slot || !s->logits || !s->snap.stats) return -1;
+    if (!s->slots || !s->batch || !s->batch_slot || !s->drawn || !s->draw_rc || !s->logits || !s->snap.stats) return -1;
     *s->snap.stats = colibri_get_stats(e);
     s->snap.n_layers = s->snap.stats->n_layers;
     s->snap.n_experts = s->snap.stats->n_experts;
@@ -302,6 +353,9 @@ int srv_sched_start(srv_sched *s, colibri_engine_t *e, int n_slots, int qmax, in
     if (!s->snap.last || !s->snap.resident || !s->snap.is_moe) return -1;
     take_snapshot(s);
     s->win_t0 = cli_now();
+    pthread_mutex_init(&s->hmu, NULL);
+    pthread_cond_init(&s->hcv, NULL);
+    s->helper_on = n_slots > 1 && !pthread_create(&s->helper, NULL, helper_main, s); /* else one thread draws */
     if (pthread_create(&s->th, NULL, sched_main, s)) return -1;
     s->started = true;
     return 0;
@@ -361,6 +415,18 @@ void srv_sched_stop(srv_sched *s) {
         pthread_join(s->th, NULL);
         s->started = false;
     }
+    if (s->helper_on) {
+        pthread_mutex_lock(&s->hmu);
+        s->hstop = true;
+        pthread_cond_broadcast(&s->hcv);
+        pthread_mutex_unlock(&s->hmu);
+        pthread_join(s->helper, NULL);
+        s->helper_on = false;
+    }
+    free(s->drawn);
+    free(s->draw_rc);
+    s->drawn = NULL;
+    s->draw_rc = NULL;
     free(s->slots);
     free(s->batch);
     free(s->batch_slot);
