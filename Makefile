@@ -145,8 +145,8 @@ $(BUILD)/tests/embed_example.c: docs/EMBEDDING.md
 	awk '/<!-- compiled by tests\/unit\/test_embed.c -->/ {f = 1; next} f == 1 && /^```c$$/ {f = 2; next} \
 	     f == 2 && /^```$$/ {f = 3} f == 2 {print}' $< > $@.tmp && mv $@.tmp $@
 $(BUILD)/tests/test_embed: $(BUILD)/tests/embed_example.c
-$(BUILD)/tests/test_embed: CFLAGS += -I$(BUILD)/tests
-$(BUILD)/tests/test_embed: LDFLAGS += $(foreach f,$(EMBED_WRAP),-Wl,--wrap=$(f))
+$(BUILD)/tests/test_embed: private CFLAGS += -I$(BUILD)/tests
+$(BUILD)/tests/test_embed: private LDFLAGS += $(foreach f,$(EMBED_WRAP),-Wl,--wrap=$(f))
 
 # `make test` and `make run` first install what is missing (tools/install-deps.sh: nothing
 # happens when all is there; NODEPS=1 skips the check), then build in a second make so that

@@ -75,7 +75,7 @@ colibri_engine_t *colibri_init_ex(const colibri_source *src, const colibri_param
     }
     colibri_engine_t *e = NULL;
     if (h && h->base) {
-        clb_heap_install(h);
+        if (clb_heap_install(h)) return NULL;
         e = clb_init_engine(NULL, &io, params, h);
         clb_heap_install(NULL);
         if (e) return e;

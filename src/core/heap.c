@@ -5,6 +5,25 @@
 #include "core/common.h"
 #include "core/heap.h"
 
+/* Under AddressSanitizer the block's bytes outside the pieces handed out are poisoned, so an
+   overrun of a piece (into a header, the next piece or the unused rest) is reported as it
+   would be on the C heap. */
+#if defined(__SANITIZE_ADDRESS__)
+#define CLB_HEAP_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define CLB_HEAP_ASAN 1
+#endif
+#endif
+#ifdef CLB_HEAP_ASAN
+#include <sanitizer/asan_interface.h>
+#define POISON(p, n) ASAN_POISON_MEMORY_REGION((p), (n))
+#define UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
+#else
+#define POISON(p, n) ((void)(p), (void)(n))
+#define UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
+
 #define HDR 16              /* piece header: u64 size, u64 magic */
 #define MAGIC 0x636c6268656170ULL /* "clbheap" */
 #define MAX_HEAPS 64
@@ -25,7 +44,7 @@ void clb_heap_init(clb_heap *h, void *mem, size_t size) {
 
 clb_heap *clb_heap_current(void) { return tl_heap; }
 
-void clb_heap_install(clb_heap *h) {
+int clb_heap_install(clb_heap *h) {
     if (h && h->base && !h->registered) {
         pthread_mutex_lock(&mu);
         for (int i = 0; i < MAX_HEAPS; i++)
@@ -36,8 +55,12 @@ void clb_heap_install(clb_heap *h) {
                 break;
             }
         pthread_mutex_unlock(&mu);
+        /* frees are told apart by address: an unregistered block cannot be used */
+        if (!h->registered) return clb_err(COLIBRI_ERR_ARG, "at most %d engines in callers' blocks at once", MAX_HEAPS);
+        POISON(h->base, h->size);
     }
     tl_heap = h;
+    return COLIBRI_OK;
 }
 
 void clb_heap_unregister(clb_heap *h) {
@@ -50,6 +73,7 @@ void clb_heap_unregister(clb_heap *h) {
         }
     h->registered = false;
     pthread_mutex_unlock(&mu);
+    UNPOISON(h->base, h->size); /* the caller's memory again */
     if (tl_heap == h) tl_heap = NULL;
 }
 
@@ -77,7 +101,10 @@ void *clb_heap_alloc(clb_heap *h, size_t n, size_t align) {
     if (take(h, n, align, &off)) {
         p = h->base + off;
         uint64_t hdr[2] = {n, MAGIC};
+        UNPOISON(h->base + off - HDR, HDR);
         memcpy(h->base + off - HDR, hdr, HDR);
+        POISON(h->base + off - HDR, HDR);
+        UNPOISON(p, n);
         h->last = p;
     } else if (!h->short_req) {
         h->short_req = n ? n : 1;
@@ -111,9 +138,16 @@ bool clb_heap_free_owned(void *p) {
     if (!p || n_registered == 0) return false;
     pthread_mutex_lock(&mu);
     clb_heap *h = owner_of(p);
-    if (h && p == h->last) {
-        h->used = h->last_prev;
-        h->last = NULL;
+    if (h) {
+        uint64_t n;
+        UNPOISON((uint8_t *)p - HDR, HDR);
+        memcpy(&n, (uint8_t *)p - HDR, sizeof n);
+        POISON((uint8_t *)p - HDR, HDR);
+        POISON(p, n); /* a use after free is reported */
+        if (p == h->last) {
+            h->used = h->last_prev;
+            h->last = NULL;
+        }
     }
     pthread_mutex_unlock(&mu);
     return h != NULL;
@@ -130,15 +164,21 @@ void *clb_heap_realloc_owned(void *p, size_t n, bool *owned) {
     }
     *owned = true;
     uint64_t hdr[2];
+    UNPOISON((uint8_t *)p - HDR, HDR);
     memcpy(hdr, (uint8_t *)p - HDR, HDR);
+    POISON((uint8_t *)p - HDR, HDR);
     void *out = NULL;
     if (p == h->last) { /* the newest piece grows or shrinks where it is */
         uint64_t end;
         if (clb_add_u64(h->last_off, n, &end) && end <= h->size) {
             h->used = end;
             if (end > h->peak) h->peak = end;
+            POISON(p, hdr[0]);
             hdr[0] = n;
+            UNPOISON((uint8_t *)p - HDR, HDR);
             memcpy((uint8_t *)p - HDR, hdr, HDR);
+            POISON((uint8_t *)p - HDR, HDR);
+            UNPOISON(p, n);
             out = p;
         } else if (!h->short_req) {
             h->short_req = n;

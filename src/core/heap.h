@@ -37,8 +37,8 @@ typedef struct clb_heap {
 /* mem NULL: a measuring heap. The usable size is what is left after rounding mem up. */
 void clb_heap_init(clb_heap *h, void *mem, size_t size);
 /* This thread's allocations go to h (NULL: back to the C heap). A real heap is registered
-   for frees by address on the first install. */
-void clb_heap_install(clb_heap *h);
+   for frees by address on the first install: COLIBRI_ERR_ARG when 64 already are. */
+int clb_heap_install(clb_heap *h);
 clb_heap *clb_heap_current(void);
 void clb_heap_unregister(clb_heap *h);
 /* A piece of n bytes at `align` (a power of two, >= 16): the block's bytes, or NULL when

@@ -56,7 +56,11 @@ static int open_colibri(const char *path, clb_source *s) {
         clb_err_prefix("%s", path);
         return rc;
     }
-    if (c->tokenizer) s->tokenizer = cJSON_Duplicate(c->tokenizer, 1);
+    if (c->tokenizer) { /* moved, not copied: a vocabulary's nodes are most of the metadata */
+        cJSON *root = c->version == CLB_CONTAINER_VERSION_ENC ? c->model : c->meta;
+        s->tokenizer = cJSON_DetachItemViaPointer(root, (cJSON *)c->tokenizer);
+        c->tokenizer = NULL;
+    }
     s->tensors = clb_calloc((size_t)(c->n_tensors ? c->n_tensors : 1), sizeof *s->tensors);
     if (!s->tensors) return clb_err(COLIBRI_ERR_NOMEM, "out of memory");
     for (int i = 0; i < c->n_tensors; i++) {

@@ -219,10 +219,10 @@ static void check_mode(int bounded, int with_map) {
 
     printf("embed %s%s: block %llu bytes (model %llu); init read %lu bytes through the callback; C-library "
            "calls: init %lu alloc / %lu file, %d tokens decoded %lu alloc / %lu file, free %lu; expert bytes read "
-           "after init %llu; logits %s\n",
+           "after init %llu (pool of %d experts); logits %s\n",
            bounded ? "bounded" : "unbounded", with_map ? " (map)" : "", (unsigned long long)need,
            (unsigned long long)model_size, init_read, init_alloc, init_file, NP + N_DECODE, run_alloc, run_file,
-           free_alloc, (unsigned long long)st.expert_bytes_read_total,
+           free_alloc, (unsigned long long)st.expert_bytes_read_total, st.expert_pool_slots,
            memcmp(want, got, n * sizeof(float)) ? "DIFFER" : "bit-identical");
     assert_int_equal(init_alloc, 0);
     assert_int_equal(init_file, 0);
