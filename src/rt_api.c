@@ -19,8 +19,9 @@ int colibri_wait_policy_from_name(const char *name) {
 const char *colibri_rt_warning(const colibri_engine_t *e) { return e ? e->rt_warn : ""; }
 
 static bool int_in(const cJSON *it, double lo, double hi) {
-    return cJSON_IsNumber(it) && it->valuedouble == (double)(long)it->valuedouble && it->valuedouble >= lo &&
-           it->valuedouble <= hi;
+    /* the range first: converting an out-of-range double to an integer type is undefined */
+    return cJSON_IsNumber(it) && it->valuedouble >= lo && it->valuedouble <= hi &&
+           it->valuedouble == (double)(long)it->valuedouble;
 }
 
 int clb_rt_config_key(const char *path, const cJSON *it, colibri_params *p, bool *handled) {

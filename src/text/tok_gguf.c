@@ -330,10 +330,9 @@ static int build(clb_tokenizer **out, const cJSON *g) {
     int32_t sep_id = key_id(g, "tokenizer.ggml.seperator_token_id", wpm ? 102 : -1);
     if (sep_id >= n) sep_id = -1;
     if (pd && pd->no_bos) t->bos_id = -1;
-    for (int32_t *p = &t->bos_id; p <= &t->pad_id; p++) {
-        if (p == &t->bos_id || p == &t->eos_id || p == &t->unk_id || p == &t->pad_id)
-            if (*p >= n) *p = -1;
-    }
+    int32_t *const special_ids[] = {&t->bos_id, &t->eos_id, &t->unk_id, &t->pad_id};
+    for (size_t k = 0; k < CLB_ARRAY_LEN(special_ids); k++)
+        if (*special_ids[k] >= n) *special_ids[k] = -1; /* no such token */
     t->add_bos = key_bool(g, "tokenizer.ggml.add_bos_token", spm || wpm || (pd && pd->add_bos));
     t->add_eos = key_bool(g, "tokenizer.ggml.add_eos_token", ugm);
     if (wpm || ugm) {

@@ -50,7 +50,7 @@ bad "cpus" --cpus 0-99999
 bad "--rt-priority" --rt-priority 100
 bad "--wait-policy" --wait-policy busy
 bad "--spin-us" --spin-us -5
-for kv in '"cpus": 3' '"cpus": "1-"' '"wait_policy": "fast"' '"rt_priority": 120' '"mlock": 2' '"spin_us": 1.5'; do
+for kv in '"cpus": 3' '"cpus": "1-"' '"wait_policy": "fast"' '"rt_priority": 120' '"rt_priority": -2e84' '"spin_us": 1e300' '"mlock": 2' '"spin_us": 1.5'; do
     echo "{$kv}" >"$WORK/bad.json"
     bad "bad.json" --config "$WORK/bad.json"
 done

@@ -16,6 +16,7 @@
 
 #include "core/common.h"
 #include "format/gguf.h"
+#include "text/tokenizer.h"
 
 /* ---- a small GGUF writer ---- */
 
@@ -867,9 +868,56 @@ static void test_fuzz_seeds(void **state) {
     assert_true(n >= 6);
 }
 
+/* A vocabulary whose special-token ids point past its end (found by fuzz_gguf_vocab: an
+   unknown_token_id of 2^24 in an 8-token file came out of the encoder as a token id). Such an
+   id means "no such token"; every id the encoder gives is in the vocabulary. */
+static void kv_vocab_bad_ids(wbuf *b) {
+    static const char *const toks[] = {"<unk>", "<s>", "</s>", "\xe2\x96\x81a", "a", "b"};
+    const uint64_t n = CLB_ARRAY_LEN(toks);
+    w_key(b, "tokenizer.ggml.model", CLB_GGUF_STRING), w_str(b, "llama");
+    w_key(b, "tokenizer.ggml.tokens", CLB_GGUF_ARRAY), w_u32(b, CLB_GGUF_STRING), w_u64(b, n);
+    for (uint64_t i = 0; i < n; i++) w_str(b, toks[i]);
+    w_key(b, "tokenizer.ggml.scores", CLB_GGUF_ARRAY), w_u32(b, CLB_GGUF_FLOAT32), w_u64(b, n);
+    for (uint64_t i = 0; i < n; i++) w_f32(b, -(float)i);
+    w_key(b, "tokenizer.ggml.token_type", CLB_GGUF_ARRAY), w_u32(b, CLB_GGUF_INT32), w_u64(b, n);
+    for (uint64_t i = 0; i < n; i++) w_u32(b, i == 0 ? 2 : i < 3 ? 3 : 1);
+    w_key(b, "tokenizer.ggml.unknown_token_id", CLB_GGUF_UINT32), w_u32(b, 1u << 24);
+    w_key(b, "tokenizer.ggml.bos_token_id", CLB_GGUF_UINT32), w_u32(b, 7);
+    w_key(b, "tokenizer.ggml.eos_token_id", CLB_GGUF_UINT32), w_u32(b, 2);
+}
+
+static void test_vocab_special_ids_out_of_range(void **state) {
+    (void)state;
+    wbuf b;
+    kv_file(&b, 6, kv_vocab_bad_ids);
+    clb_gguf g;
+    uint8_t *copy;
+    assert_int_equal(parse_copy(b.p, b.n, &g, &copy), COLIBRI_OK);
+    clb_tokenizer *t = clb_tokenizer_from_gguf(&g);
+    if (!t) fail_msg("%s", clb_last_error());
+    const int32_t nv = clb_tokenizer_n_vocab(t);
+    assert_int_equal(nv, 6);
+    for (int mode = 0; mode < 2; mode++) {
+        int32_t ids[64];
+        size_t n = 0;
+        int rc = clb_tokenize(t, "a zz b", 6, mode, mode, ids, CLB_ARRAY_LEN(ids), &n);
+        if (rc != COLIBRI_OK) {
+            assert_true(clb_last_error()[0] != 0);
+            continue;
+        }
+        assert_true(n > 0);
+        for (size_t i = 0; i < n; i++) assert_true(ids[i] >= 0 && ids[i] < nv);
+    }
+    clb_tokenizer_free(t);
+    clb_gguf_close(&g);
+    free(copy);
+    free(b.p);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sample_versions_and_alignment),
+        cmocka_unit_test(test_vocab_special_ids_out_of_range),
         cmocka_unit_test(test_open_file),
         cmocka_unit_test(test_truncated_everywhere),
         cmocka_unit_test(test_huge_counts),
