@@ -265,6 +265,20 @@ def text_seeds():
         "flash_attn": "auto"}).encode()
     s["runtime_config/huge.json"] = b'{"threads": 1e20, "io_threads": -1e300, "max_seq_len": 2147483648}'
     s["runtime_config/types.json"] = b'{"n_seq": "2", "mem_budget": "12XB", "ctx_shift": 1}'
+
+    # request bodies of colibri serve: the first byte picks the endpoint (fuzz_serve_request.c)
+    chat = {"model": "colibri-tiny", "messages": [{"role": "system", "content": "Be brief."},
+                                                 {"role": "user", "content": [{"type": "text", "text": "Hi <s>"}]}],
+            "max_tokens": 8, "temperature": 0.7, "top_p": 0.9, "stop": ["\n", "end"], "seed": 3,
+            "logprobs": True, "top_logprobs": 3, "stream": True, "stream_options": {"include_usage": True}}
+    s["serve_request/chat.bin"] = b"\x00" + json.dumps(chat).encode()
+    s["serve_request/chat-min.bin"] = b"\x00" + b'{"messages":[{"role":"user","content":"Once"}]}'
+    s["serve_request/completion.bin"] = b"\x01" + json.dumps(
+        {"prompt": "Once upon a time", "max_tokens": 4, "logprobs": 2, "echo": False, "stop": "x",
+         "presence_penalty": 0.5, "frequency_penalty": -0.5, "top_k": 40, "min_p": 0.05, "ignore_eos": True}).encode()
+    s["serve_request/completion-ids.bin"] = b"\x01" + b'{"prompt":[1,50,60,70],"max_tokens":2}'
+    s["serve_request/tokenize.bin"] = b"\x02" + b'{"content":"Once upon <s> a time","add_special":true,"parse_special":true}'
+    s["serve_request/detokenize.bin"] = b"\x03" + b'{"tokens":[1,50,60,70,2]}'
     return s
 
 

@@ -8,12 +8,12 @@
 # Needs clang and libFuzzer (Debian: clang, libclang-rt-14-dev). Targets: fuzz_gguf,
 # fuzz_container, fuzz_safetensors, fuzz_container_v2, fuzz_codec, fuzz_tokenizer (tokenizer.json
 # + encoding), fuzz_gguf_vocab (GGUF vocabularies), fuzz_chat_template, fuzz_hf_config,
-# fuzz_runtime_config (default: all). A crash is reproduced with
+# fuzz_runtime_config, fuzz_serve_request (the server's request bodies; default: all). A crash is reproduced with
 #   build/fuzz/fuzz_gguf build/fuzz/crash-fuzz_gguf-<hash>
 set -u
 SECS=${1:-10}
 [ $# -gt 0 ] && shift
-TARGETS=${*:-fuzz_gguf fuzz_container fuzz_safetensors fuzz_container_v2 fuzz_codec fuzz_tokenizer fuzz_gguf_vocab fuzz_chat_template fuzz_hf_config fuzz_runtime_config}
+TARGETS=${*:-fuzz_gguf fuzz_container fuzz_safetensors fuzz_container_v2 fuzz_codec fuzz_tokenizer fuzz_gguf_vocab fuzz_chat_template fuzz_hf_config fuzz_runtime_config fuzz_serve_request}
 CC=${FUZZ_CC:-clang}
 OUT=build/fuzz
 SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
@@ -88,10 +88,13 @@ for t in $TARGETS; do
         fuzz_chat_template) seeds=tests/fuzz/corpus/chat_template ;;
         fuzz_hf_config) seeds=tests/fuzz/corpus/hf_config ;;
         fuzz_runtime_config) seeds=tests/fuzz/corpus/runtime_config ;;
+        fuzz_serve_request) seeds=tests/fuzz/corpus/serve_request ;;
         *) echo "unknown target $t" >&2; status=1; continue ;;
     esac
     # shellcheck disable=SC2086
-    if ! $CC $CFLAGS -fsanitize=fuzzer "tests/fuzz/$t.c" $OBJS $LIBS -o "$OUT/$t"; then
+    extra="" # the server's request code (cli/, public API only) for its target
+    [ "$t" = fuzz_serve_request ] && extra="-Icli cli/serve_openai.c cli/serve_sched.c cli/common.c"
+    if ! $CC $CFLAGS -fsanitize=fuzzer "tests/fuzz/$t.c" $extra $OBJS $LIBS -o "$OUT/$t"; then
         echo "$t: build failed"
         status=1
         continue
