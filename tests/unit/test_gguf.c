@@ -872,7 +872,7 @@ static void test_fuzz_seeds(void **state) {
    unknown_token_id of 2^24 in an 8-token file came out of the encoder as a token id). Such an
    id means "no such token"; every id the encoder gives is in the vocabulary. */
 static void kv_vocab_bad_ids(wbuf *b) {
-    static const char *const toks[] = {"<unk>", "<s>", "</s>", "\xe2\x96\x81a", "a", "b"};
+    static const char *const toks[] = {"<unk>", "<s>", "</s>", "\xe2\x96\x81" "a", "a", "b"};
     const uint64_t n = CLB_ARRAY_LEN(toks);
     w_key(b, "tokenizer.ggml.model", CLB_GGUF_STRING), w_str(b, "llama");
     w_key(b, "tokenizer.ggml.tokens", CLB_GGUF_ARRAY), w_u32(b, CLB_GGUF_STRING), w_u64(b, n);
