@@ -31,6 +31,23 @@ double cli_now(void);
 /* The "prompt N tokens in T s ...; generated ..." line of `run --tokens` on stderr. */
 void cli_run_timing(size_t n_tok, double t_prompt, long n_gen, double t_gen);
 
+/* colibri-mpi serve (mpi/driver.c): the serve scheduler's two calls that change the engine's
+   state go through decode and truncate, so that rank 0 can send each to the other ranks first;
+   a rank other than 0 runs follow(ctx, e) instead of the HTTP server (it replays rank 0's
+   calls until rank 0 stops; its status is serve's); rank 0 calls done(ctx) once its
+   scheduler has stopped (no more calls). NULL ops or members: the plain calls, no follow. */
+struct colibri_engine;
+struct colibri_batch_tok;
+typedef struct cli_serve_ops {
+    int (*decode)(void *ctx, struct colibri_engine *e, const struct colibri_batch_tok *toks, size_t n, float *logits,
+                  size_t logits_cap);
+    int (*truncate)(void *ctx, struct colibri_engine *e, int32_t seq, int32_t n);
+    int (*follow)(void *ctx, struct colibri_engine *e);
+    void (*done)(void *ctx);
+    void *ctx;
+} cli_serve_ops;
+void cli_set_serve_ops(const cli_serve_ops *ops);
+
 /* The whole command line: `colibri COMMAND ...` (colibri.c). */
 int cli_main(int argc, char **argv);
 int cmd_run(int argc, char **argv);

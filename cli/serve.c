@@ -43,6 +43,22 @@ static void help(void) {
            "\nSIGINT / SIGTERM: stop accepting, cancel running requests, exit 0.\n");
 }
 
+static cli_serve_ops g_ops;
+
+void cli_set_serve_ops(const cli_serve_ops *ops) {
+    if (ops) g_ops = *ops;
+    else memset(&g_ops, 0, sizeof g_ops);
+}
+
+int srv_decode(colibri_engine_t *e, const colibri_batch_tok *toks, size_t n, float *logits, size_t logits_cap) {
+    return g_ops.decode ? g_ops.decode(g_ops.ctx, e, toks, n, logits, logits_cap)
+                        : colibri_decode(e, toks, n, logits, logits_cap);
+}
+
+int srv_truncate(colibri_engine_t *e, int32_t seq, int32_t n) {
+    return g_ops.truncate ? g_ops.truncate(g_ops.ctx, e, seq, n) : colibri_seq_truncate(e, seq, n);
+}
+
 static bool is_loopback(const char *h) {
     return !strcmp(h, "127.0.0.1") || !strcmp(h, "::1") || !strcmp(h, "localhost") || !strncmp(h, "127.", 4);
 }
@@ -130,6 +146,10 @@ int cmd_serve(int argc, char **argv) {
     if (!e) return free(S->api_key), free(S), cli_fail("%s", colibri_last_error());
     int rc = 0;
     struct MHD_Daemon *d = NULL;
+    if (g_ops.follow) { /* a rank of colibri-mpi serve other than 0: rank 0 serves */
+        rc = g_ops.follow(g_ops.ctx, e);
+        goto out;
+    }
     if (!colibri_has_tokenizer(e)) {
         rc = cli_fail("serve: %s has no tokenizer this build can use", model);
         goto out;
@@ -160,6 +180,7 @@ int cmd_serve(int argc, char **argv) {
     atomic_store(&S->shutting_down, true);
 out:
     srv_sched_stop(&S->sched); /* cancels running and queued requests: their streams end */
+    if (g_ops.done && !g_ops.follow) g_ops.done(g_ops.ctx); /* colibri-mpi: the other ranks stop */
     srv_http_stop(d);           /* waits for the connection threads */
     colibri_free(e);
     free(S->api_key);

@@ -124,6 +124,9 @@ void srv_cancel(srv_sched *s, srv_req *r);
 void srv_release(srv_sched *s, srv_req *r);
 /* Cancels everything, joins the thread, frees the slots. */
 void srv_sched_stop(srv_sched *s);
+/* colibri_decode and colibri_seq_truncate, through cli_set_serve_ops's calls when set */
+int srv_decode(colibri_engine_t *e, const colibri_batch_tok *toks, size_t n, float *logits, size_t logits_cap);
+int srv_truncate(colibri_engine_t *e, int32_t seq, int32_t n);
 srv_req *srv_req_new(void);
 /* Waits (up to ms) until the scheduler has taken a new snapshot of the statistics and expert
    state, then calls fn with it under the lock. */

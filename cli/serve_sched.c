@@ -65,7 +65,7 @@ static void slot_free(srv_sched *s, int i, srv_finish f, const char *err) {
     colibri_sampler_free(sl->smp);
     colibri_detok_free(sl->dt);
     memset(sl, 0, sizeof *sl);
-    colibri_seq_truncate(s->e, i, 0);
+    srv_truncate(s->e, i, 0);
 }
 
 static bool text_reserve(srv_req *r, size_t more) {
@@ -239,7 +239,7 @@ static void *sched_main(void *arg) {
                         slot_free(s, i, SRV_FINISH_ERROR, colibri_last_error());
                         continue;
                     }
-                    colibri_seq_truncate(s->e, i, 0);
+                    srv_truncate(s->e, i, 0);
                     sl->phase = 1;
                     sl->n_fed = 0;
                     r->running = true;
@@ -283,7 +283,7 @@ static void *sched_main(void *arg) {
         s->rr = (s->rr + 1) % s->n_slots;
         pthread_mutex_unlock(&s->mu);
         const double t0 = cli_now();
-        const int rc = colibri_decode(s->e, s->batch, n, s->logits, s->logits_cap);
+        const int rc = srv_decode(s->e, s->batch, n, s->logits, s->logits_cap);
         const double t1 = cli_now();
         if (!rc) draw_all(s, n_logits);
         pthread_mutex_lock(&s->mu);

@@ -5,7 +5,8 @@
  * rank holds identical state and rank 0's output is the output. Ranks other than 0 write
  * nothing (stdout and --dump-logits go to /dev/null).
  *
- * Options of its own, taken out before the command sees the line:
+ * `colibri-mpi serve`: rank 0 runs the HTTP server, the other ranks follow its engine calls
+ * (follow.c). Options of its own, taken out before the command sees the line:
  *   --expert-parallel   accepted for the form of issue 20 (the driver always shares experts)
  *   --mpi-timeout S     longest wait for the other ranks (default 60, env COLIBRI_MPI_TIMEOUT)
  * At the start the ranks compare their model file (size and a hash of its first and last
@@ -20,6 +21,7 @@
 
 #include "cli.h"
 #include "colibri.h"
+#include "follow.h"
 #include "transport.h"
 
 /* Size and FNV-1a of the first and last MiB of a model file (a directory: its name only). */
@@ -73,7 +75,9 @@ static void rss(double *hwm, double *now) {
 static char DEVNULL[] = "/dev/null", DEVNULL_OPT[] = "--dump-logits=/dev/null";
 
 int main(int argc, char **argv) {
-    if (MPI_Init(&argc, &argv) != MPI_SUCCESS) {
+    /* serve calls MPI from its scheduler thread (one thread at a time): SERIALIZED */
+    int provided = MPI_THREAD_SINGLE;
+    if (MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) {
         fprintf(stderr, "colibri-mpi: MPI_Init failed\n");
         return 1;
     }
@@ -132,7 +136,22 @@ int main(int argc, char **argv) {
     }
     const colibri_expert_exec x = clb_mpi_xp_exec(&t);
     colibri_set_default_expert_exec(&x);
+    /* serve: rank 0 runs the HTTP server, the other ranks replay its engine calls (follow.c) */
+    clb_mpi_follow fl = {.comm = MPI_COMM_NULL};
+    if (argc > 1 && !strcmp(argv[1], "serve")) {
+        if (provided < MPI_THREAD_SERIALIZED) {
+            if (rank == 0) fprintf(stderr, "colibri-mpi: serve needs an MPI with MPI_THREAD_SERIALIZED\n");
+            clb_mpi_xp_free(&t);
+            MPI_Finalize();
+            return 1;
+        }
+        if (clb_mpi_follow_init(&fl, &t)) MPI_Abort(MPI_COMM_WORLD, 1);
+        const cli_serve_ops ops = clb_mpi_serve_ops(&fl);
+        cli_set_serve_ops(&ops);
+    }
     int rc = cli_main(argc, argv);
+    cli_set_serve_ops(NULL);
+    clb_mpi_follow_free(&fl);
     fflush(stdout);
     /* each rank's figures to rank 0 */
     enum { NF = 9 };

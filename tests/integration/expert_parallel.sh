@@ -135,4 +135,73 @@ for sig in KILL STOP; do
     STOP) grep -q "no answer from the other ranks within 3 s" "$WORK/$sig.err" || fail "STOP: no message: $(head -5 "$WORK/$sig.err")" ;;
     esac
 done
+# 5. serve: rank 0 serves HTTP, the other rank replays its engine calls; greedy answers
+#    (a completion with logprobs, a chat, two requests at once) identical to one process's
+#    server; SIGTERM to rank 0 ends the whole job
+srv_start() { # ERR CMD...: in the background; SPID its pid, SPORT its port (empty: it failed)
+    _e=$1; shift
+    "$@" >/dev/null 2>"$_e" &
+    SPID=$!
+    SPORT=$(serve_port "$_e" $SPID)
+}
+srv_end() { # PID WHAT: waits up to 60 s for PID to end with status 0
+    _w=0
+    while kill -0 "$1" 2>/dev/null && [ $_w -lt 60 ]; do sleep 1; _w=$((_w + 1)); done
+    if kill -0 "$1" 2>/dev/null; then
+        fail "$2: still running 60 s after SIGTERM"
+        kill -s KILL "$1"
+    fi
+    wait "$1" || fail "$2: ended with a failure status"
+}
+ask() { # PORT PATH BODY OUT: the answer without its id and creation time
+    curl -sS --max-time 300 "http://127.0.0.1:$1$2" -H 'Content-Type: application/json' -d "$3" 2>&1 \
+        | sed 's/"id":"[^"]*",//; s/"created":[0-9]*,//' >"$4"
+}
+Q1='{"prompt":"Once upon a time","max_tokens":24,"temperature":0,"logprobs":2}'
+Q2='{"messages":[{"role":"user","content":"Tell me a story"}],"max_tokens":16,"temperature":0}'
+Q3='{"prompt":"The little dog","max_tokens":20,"temperature":0}'
+queries() { # PORT TAG
+    ask "$1" /v1/completions "$Q1" "$WORK/q1.$2"
+    ask "$1" /v1/chat/completions "$Q2" "$WORK/q2.$2"
+    ask "$1" /v1/completions "$Q3" "$WORK/q3.$2" &
+    _a=$!
+    ask "$1" /v1/completions "$Q1" "$WORK/q4.$2"
+    wait $_a
+}
+TINY="$ROOT/models/colibri-tiny.colibri"
+srv_start "$WORK/s1.err" "$COLIBRI" serve -m "$TINY" --port 0 -t 1 --parallel 2
+if [ -n "$SPORT" ]; then
+    queries "$SPORT" one
+    kill -s TERM $SPID
+    srv_end $SPID "serve"
+else
+    fail "serve did not start: $(tail -3 "$WORK/s1.err")"
+    kill $SPID 2>/dev/null
+fi
+srv_start "$WORK/s2.err" mpirun -np 2 --oversubscribe "$MPI" serve --expert-parallel -m "$TINY" --port 0 -t 1 --parallel 2
+if [ -n "$SPORT" ]; then
+    queries "$SPORT" mpi
+    for q in 1 2 3 4; do
+        grep -q '"choices"' "$WORK/q$q.one" || fail "serve: request $q: $(head -c 300 "$WORK/q$q.one")"
+        cmp -s "$WORK/q$q.one" "$WORK/q$q.mpi" || fail "serve on 2 ranks: request $q answered $(head -c 300 "$WORK/q$q.mpi")"
+    done
+    R0=
+    for c in $(ps -o pid= --ppid $SPID); do
+        tr '\0' '\n' <"/proc/$c/environ" 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=0 && R0=$c
+    done
+    if [ -n "$R0" ]; then
+        kill -s TERM "$R0"
+        srv_end $SPID "serve on 2 ranks"
+        n=$(grep -c "^colibri-mpi: rank [01]/2: " "$WORK/s2.err")
+        [ "$n" -eq 2 ] || fail "serve on 2 ranks: $n rank reports after SIGTERM, not 2: $(tail -3 "$WORK/s2.err")"
+    else
+        fail "serve on 2 ranks: no rank 0 process under mpirun $SPID"
+        kill -s TERM $SPID
+        wait $SPID
+    fi
+    echo "serve on 2 ranks: 4 greedy answers identical to one process's server"
+else
+    fail "serve on 2 ranks did not start: $(tail -3 "$WORK/s2.err")"
+    kill $SPID 2>/dev/null
+fi
 finish expert_parallel

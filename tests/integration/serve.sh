@@ -42,13 +42,7 @@ ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=8" \
 "$COLIBRI" serve -m "$MODEL" --port 0 -t 2 --api-key-file "$WORK/key" --max-body $MAXBODY --queue $QUEUE \
     --parallel $PAR --ctx-size 256 >"$WORK/server.out" 2>"$WORK/server.err" &
 SP=$!
-PORT=
-for i in $(seq 1 600); do
-    PORT=$(sed -n 's/.*serving .* on http:\/\/127\.0\.0\.1:\([0-9]*\)\/.*/\1/p' "$WORK/server.err")
-    [ -n "$PORT" ] && break
-    kill -0 $SP 2>/dev/null || break
-    sleep 0.1
-done
+PORT=$(serve_port "$WORK/server.err" $SP)
 if [ -z "$PORT" ]; then
     fail "the server did not start:"; cat "$WORK/server.err"; kill $SP 2>/dev/null; exit 1
 fi

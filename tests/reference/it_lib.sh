@@ -73,6 +73,19 @@ colibri_run() {
     return 0
 }
 
+# serve_port ERR PID: the port a `colibri serve` (pid PID, stderr in ERR) listens on, once it
+# says so (up to 90 s); empty when it ended first or never said
+serve_port() {
+    _p=
+    for _i in $(seq 1 900); do
+        _p=$(sed -n 's/.*serving .* on http:\/\/127\.0\.0\.1:\([0-9]*\)\/.*/\1/p' "$1")
+        [ -n "$_p" ] && break
+        kill -0 "$2" 2>/dev/null || break
+        sleep 0.1
+    done
+    echo "$_p"
+}
+
 finish() {
     if [ "$FAILS" -ne 0 ]; then
         echo "$1: $FAILS check(s) FAILED"
