@@ -9,6 +9,7 @@
  * (follow.c). Options of its own, taken out before the command sees the line:
  *   --expert-parallel   accepted for the form of issue 20 (the driver always shares experts)
  *   --mpi-timeout S     longest wait for the other ranks (default 60, env COLIBRI_MPI_TIMEOUT)
+ *   --placement FILE    experts balanced by the heat a usage file measured (placement.c)
  * At the start the ranks compare their model file (size and a hash of its first and last
  * MiB); at the end rank 0 prints each rank's share of expert work, bytes and collectives,
  * time in MPI and peak resident memory on stderr. */
@@ -22,6 +23,7 @@
 #include "cli.h"
 #include "colibri.h"
 #include "follow.h"
+#include "placement.h"
 #include "transport.h"
 
 /* Size and FNV-1a of the first and last MiB of a model file (a directory: its name only). */
@@ -89,8 +91,18 @@ int main(int argc, char **argv) {
     if (te && atof(te) > 0) timeout = atof(te);
     /* the driver's own options; the rest is the command line */
     int o = 1;
+    const char *placement = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--expert-parallel")) continue;
+        if (!strcmp(argv[i], "--placement")) {
+            if (i + 1 >= argc) {
+                if (rank == 0) fprintf(stderr, "colibri-mpi: --placement needs a usage file (MODEL.usage)\n");
+                MPI_Finalize();
+                return 2;
+            }
+            placement = argv[++i];
+            continue;
+        }
         if (!strcmp(argv[i], "--mpi-timeout")) {
             if (i + 1 >= argc || atof(argv[i + 1]) <= 0) {
                 if (rank == 0) fprintf(stderr, "colibri-mpi: --mpi-timeout needs a number of seconds > 0\n");
@@ -127,6 +139,16 @@ int main(int argc, char **argv) {
             return 1;
         }
     free(all);
+    clb_mpi_place pl = {0};
+    if (placement) {
+        if (clb_mpi_place_init(&pl, placement, &t)) {
+            clb_mpi_place_free(&pl);
+            clb_mpi_xp_free(&t);
+            MPI_Finalize();
+            return 2;
+        }
+        t.place = &pl;
+    }
     if (rank > 0) {
         if (!freopen("/dev/null", "w", stdout)) MPI_Abort(MPI_COMM_WORLD, 1);
         for (int i = 1; i < argc; i++) {
@@ -174,7 +196,15 @@ int main(int argc, char **argv) {
                     f[7] / 1048576.0, f[8] / 1048576.0);
         }
         free(fig);
+        if (t.share_steps) { /* every rank's counts are known here: rank 0 has them all */
+            fprintf(stderr, "colibri-mpi: expert work per exchange (%s placement), share of each rank:",
+                    t.place ? "--placement" : "round-robin");
+            for (int r = 0; r < size; r++) fprintf(stderr, " %.1f%%", 100.0 * t.share_sum[r] / (double)t.share_steps);
+            fprintf(stderr, "; the busiest rank's %.1f%% on average (1/N = %.1f%%)\n",
+                    100.0 * t.busiest_sum / (double)t.share_steps, 100.0 / size);
+        }
     }
+    clb_mpi_place_free(&pl);
     clb_mpi_xp_free(&t);
     MPI_Finalize();
     return rc;

@@ -14,6 +14,8 @@
  * message instead of a hang. */
 #include "transport.h"
 
+#include "placement.h"
+
 #include <limits.h>
 #include <sched.h>
 #include <stdio.h>
@@ -49,6 +51,7 @@ void clb_mpi_wait(clb_mpi_xp *t, MPI_Request *req, const char *what) {
 
 static int xp_begin(void *ctx, const float *send, int64_t send_floats, float *recv, const int64_t *counts) {
     clb_mpi_xp *t = ctx;
+    if (t->exchanges == 0 && t->place && clb_mpi_place_check(t->place)) return 1;
     const double t0 = MPI_Wtime();
     int64_t off = 0;
     for (int r = 0; r < t->n_ranks; r++) {
@@ -66,6 +69,16 @@ static int xp_begin(void *ctx, const float *send, int64_t send_floats, float *re
                   "MPI_Iallgatherv of expert rows");
     t->active = 1;
     t->exchanges++;
+    if (off > 0) {
+        double busiest = 0;
+        for (int r = 0; r < t->n_ranks; r++) {
+            const double sh = (double)counts[r] / (double)off;
+            t->share_sum[r] += sh;
+            if (sh > busiest) busiest = sh;
+        }
+        t->busiest_sum += busiest;
+        t->share_steps++;
+    }
     t->floats_mine += (uint64_t)send_floats;
     t->floats_all += (uint64_t)off;
     t->bytes_sent += (uint64_t)send_floats * sizeof(float) * (uint64_t)(t->n_ranks - 1);
@@ -98,7 +111,8 @@ int clb_mpi_xp_init(clb_mpi_xp *t, MPI_Comm comm, double timeout_s) {
     MPI_Comm_size(t->comm, &t->n_ranks);
     t->counts = calloc((size_t)t->n_ranks, sizeof(int));
     t->displs = calloc((size_t)t->n_ranks, sizeof(int));
-    if (!t->counts || !t->displs) {
+    t->share_sum = calloc((size_t)t->n_ranks, sizeof(double));
+    if (!t->counts || !t->displs || !t->share_sum) {
         fprintf(stderr, "colibri-mpi: out of memory\n");
         return 1;
     }
@@ -108,11 +122,14 @@ int clb_mpi_xp_init(clb_mpi_xp *t, MPI_Comm comm, double timeout_s) {
 void clb_mpi_xp_free(clb_mpi_xp *t) {
     free(t->counts);
     free(t->displs);
+    free(t->share_sum);
     t->counts = t->displs = NULL;
+    t->share_sum = NULL;
     if (t->comm != MPI_COMM_NULL) MPI_Comm_free(&t->comm);
 }
 
 colibri_expert_exec clb_mpi_xp_exec(clb_mpi_xp *t) {
     return (colibri_expert_exec){
-        .rank = t->rank, .n_ranks = t->n_ranks, .begin = xp_begin, .end = xp_end, .owner = NULL, .ctx = t};
+        .rank = t->rank, .n_ranks = t->n_ranks, .begin = xp_begin, .end = xp_end,
+                                 .owner = t->place ? clb_mpi_place_owner : NULL, .ctx = t};
 }

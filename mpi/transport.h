@@ -22,13 +22,19 @@ typedef struct {
     uint64_t bytes_recv;     /* payload bytes of the other ranks' rows */
     double time_mpi_s;       /* inside MPI calls (start and completion of the exchanges) */
     double time_wait_s;      /* of it: waiting for completion after the shared expert */
+    /* each rank's share of the expert rows per exchange (every rank sees every rank's
+       counts): summed over the exchanges, and the busiest rank's share summed */
+    double *share_sum;       /* [n_ranks] */
+    double busiest_sum;
+    uint64_t share_steps;    /* exchanges with rows */
+    struct clb_mpi_place *place; /* --placement (placement.c), or NULL: round robin */
 } clb_mpi_xp;
 
 /* comm is duplicated; errors on it return (and end the job with a message) instead of
    aborting inside MPI. Returns 0 or nonzero with a message on stderr. */
 int clb_mpi_xp_init(clb_mpi_xp *t, MPI_Comm comm, double timeout_s);
 void clb_mpi_xp_free(clb_mpi_xp *t);
-/* The executor that runs over t (owner NULL: round robin). */
+/* The executor that runs over t (t->place's owner, else round robin). */
 colibri_expert_exec clb_mpi_xp_exec(clb_mpi_xp *t);
 /* Waits for *req until done or t->timeout_s passes; then rank t->rank prints what it waited
    for and ends the whole job (MPI_Abort). Returns only on success. */

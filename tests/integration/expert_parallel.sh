@@ -204,4 +204,49 @@ else
     fail "serve on 2 ranks did not start: $(tail -3 "$WORK/s2.err")"
     kill $SPID 2>/dev/null
 fi
+# 6. --placement FILE: the usage file of a one-process run (--usage-stats) places the experts
+#    by measured heat: logits still identical; each MoE exchange waits for its busiest rank,
+#    whose share of the exchange's expert rows (averaged) is no larger than with round robin
+#    on the run the file measured; a missing, malformed or other-shaped file: one line, no run
+toks=$(csv "$(cat "$FX/mixtral/tokens.txt")")
+cp "$FX/mixtral/model-f32.gguf" "$WORK/pl.gguf"
+busiest() { sed -n "s/.*the busiest rank's \([0-9.]*\)% on average.*/\1/p" "$1"; }
+pl_run() { # NP OUT [args]: 64 tokens generated on NP ranks
+    _np=$1; _o=$2; shift 2
+    timeout 300 mpirun -np "$_np" --oversubscribe "$MPI" run --tokens "$toks" -n 64 -t 1 --dump-logits "$_o" "$@" \
+        >"$_o.ids" 2>"$_o.err" || { fail "mpirun -np $_np run $*: $(grep -v '^colibri: prompt' "$_o.err" | head -5)"; return 1; }
+}
+if "$COLIBRI" run --tokens "$toks" -n 64 -t 1 -m "$WORK/pl.gguf" --usage-stats --dump-logits "$WORK/pl.1" \
+    >"$WORK/pl.1.ids" 2>"$WORK/pl.1.err" && [ -s "$WORK/pl.gguf.usage" ]; then
+    for np in 2 4; do
+        pl_run $np "$WORK/pl.rr$np" -m "$WORK/pl.gguf" || continue
+        pl_run $np "$WORK/pl.pl$np" -m "$WORK/pl.gguf" --placement "$WORK/pl.gguf.usage" || continue
+        same "$WORK/pl.1" "$WORK/pl.pl$np" "--placement on $np ranks"
+        rr=$(busiest "$WORK/pl.rr$np.err")
+        pl=$(busiest "$WORK/pl.pl$np.err")
+        grep -q "(--placement placement)" "$WORK/pl.pl$np.err" || fail "--placement on $np ranks: no report of the shares"
+        awk -v a="$pl" -v b="$rr" 'BEGIN { exit !(a != "" && b != "" && a <= b + 0.05) }' \
+            || fail "--placement on $np ranks: the busiest rank did $pl% of an exchange's rows, $rr% with round robin"
+        echo "--placement on $np ranks: logits identical; the busiest rank's share per exchange $pl% (round robin $rr%)"
+    done
+else
+    fail "run --usage-stats: $(tail -1 "$WORK/pl.1.err"), or no $WORK/pl.gguf.usage"
+fi
+printf 'colibri-usage 1\n3 5\n' >"$WORK/short.usage"
+for bad in "$WORK/none.usage" "$WORK/short.usage" "$WORK/pl.gguf"; do
+    if timeout 120 mpirun -np 2 --oversubscribe "$MPI" run -m "$WORK/pl.gguf" --tokens 1,2 -n 1 --placement "$bad" \
+        >/dev/null 2>"$WORK/bad.err"; then
+        fail "--placement $bad: ran"
+    else
+        grep -q "^colibri-mpi: --placement $bad" "$WORK/bad.err" || fail "--placement $bad: $(head -3 "$WORK/bad.err")"
+    fi
+done
+printf 'colibri-usage 1\n3 5\n%s\n%s\n%s\n' "1 2 3 4 5" "1 2 3 4 5" "1 2 3 4 5" >"$WORK/other.usage"
+if timeout 120 mpirun -np 2 --oversubscribe "$MPI" run -m "$WORK/pl.gguf" --tokens 1,2 -n 1 --placement "$WORK/other.usage" \
+    >/dev/null 2>"$WORK/bad.err"; then
+    fail "--placement for another model: ran"
+else
+    grep -q "holds counts for 3 layers x 5 experts; the model has" "$WORK/bad.err" \
+        || fail "--placement for another model: $(head -3 "$WORK/bad.err")"
+fi
 finish expert_parallel
