@@ -87,6 +87,7 @@ static void count_stop(void) { atomic_store(&counting, 0); }
 
 /* ---- the model in memory, behind callbacks ---- */
 
+static const char *model_path = MODEL; /* the model the tests run (use_model) */
 static unsigned char *model_bytes;
 static uint64_t model_size;
 
@@ -130,9 +131,12 @@ static colibri_source make_source(src_ctx *c, int with_map) {
     return s;
 }
 
-static int setup(void **state) {
-    (void)state;
-    FILE *f = fopen(MODEL, "rb");
+/* reads path into model_bytes (the model every test below uses) */
+static int use_model(const char *path) {
+    free(model_bytes);
+    model_bytes = NULL;
+    model_path = path;
+    FILE *f = fopen(path, "rb");
     if (!f) return -1;
     fseek(f, 0, SEEK_END);
     model_size = (uint64_t)ftell(f);
@@ -141,6 +145,10 @@ static int setup(void **state) {
     size_t got = fread(model_bytes, 1, (size_t)model_size, f);
     fclose(f);
     return got == model_size ? 0 : -1;
+}
+static int setup(void **state) {
+    (void)state;
+    return use_model(MODEL);
 }
 static int teardown(void **state) {
     (void)state;
@@ -156,14 +164,17 @@ static colibri_params test_params(int bounded) {
     p.n_threads = 2;
     p.max_seq_len = 128;
     p.n_batch = 8;
-    if (bounded) p.expert_pool_bytes = 6 * 160 * 1024; /* 6 of the 32 experts: evictions */
+    if (bounded == 1) p.expert_pool_bytes = 6 * 160 * 1024; /* the bundled model: 5 of its 32 experts */
+    if (bounded == 2) p.expert_pool_bytes = 512 * 1024;     /* the GGUF fixture: 4 of its 16 */
     return p;
 }
 
 /* prompt logits, then N_DECODE greedy steps' logits: [(1 + N_DECODE)][V] */
 static void run(colibri_engine_t *e, float *out, int V) {
-    assert_int_equal(colibri_eval(e, PROMPT, NP - 1, NULL, 0), COLIBRI_OK);
-    int32_t tok = PROMPT[NP - 1];
+    int32_t ids[NP]; /* the prompt within the vocabulary */
+    for (int i = 0; i < NP; i++) ids[i] = PROMPT[i] % V;
+    assert_int_equal(colibri_eval(e, ids, NP - 1, NULL, 0), COLIBRI_OK);
+    int32_t tok = ids[NP - 1];
     for (int i = 0; i <= N_DECODE; i++)
         assert_int_equal(colibri_forward_ex(e, tok, out + (size_t)i * (size_t)V, (size_t)V, &tok), COLIBRI_OK);
 }
@@ -171,7 +182,7 @@ static void run(colibri_engine_t *e, float *out, int V) {
 /* colibri_init's logits on the file (run's), with room for as many more in *got */
 static float *reference(const colibri_params *p, int *V, size_t *n, float **got) {
     count_start(); /* the wrappers see colibri_init's calls: they are in effect */
-    colibri_engine_t *ref = colibri_init_params(MODEL, p);
+    colibri_engine_t *ref = colibri_init_params(model_path, p);
     count_stop();
     assert_non_null(ref);
     assert_true(atomic_load(&n_alloc) > 10);
@@ -233,7 +244,7 @@ static void check_mode(int bounded, int with_map) {
     if (bounded) {
         /* the experts were not read at init but on demand, through the callback, into the pool */
         assert_true(init_read < model_size / 2);
-        assert_true(st.expert_pool_slots > 0 && st.expert_pool_slots < 32);
+        assert_true(st.expert_pool_slots > 0 && st.expert_pool_slots < st.n_layers * st.n_experts);
         assert_true(st.expert_bytes_read_total > 0);
         assert_true(st.expert_evictions_total > 0);
     } else if (with_map) {
@@ -258,6 +269,24 @@ static void test_unbounded_map(void **state) {
 static void test_bounded(void **state) {
     (void)state;
     check_mode(1, 0);
+}
+
+/* a GGUF file (the mixtral fixture, Q4_0, stacked experts served as slices): read whole,
+   mapped, and bounded with a map (the pool filled through read); bounded without a map is
+   refused (GGUF is not streamed) */
+static void test_gguf(void **state) {
+    (void)state;
+    assert_int_equal(use_model("tests/fixtures/mixtral/model-q4_0.gguf"), 0);
+    check_mode(0, 0);
+    check_mode(0, 1);
+    check_mode(2, 1);
+    colibri_params p = test_params(2);
+    src_ctx c;
+    ctx_init(&c);
+    colibri_source s = make_source(&c, 0);
+    assert_null(colibri_init_ex(&s, &p, NULL, 0));
+    assert_non_null(strstr(colibri_last_error(), "GGUF"));
+    assert_int_equal(use_model(MODEL), 0);
 }
 
 /* the source on the C heap (no block) gives the same logits too */
@@ -433,7 +462,8 @@ static void test_doc_example(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_unbounded),       cmocka_unit_test(test_unbounded_map),
-        cmocka_unit_test(test_bounded),         cmocka_unit_test(test_source_no_block),
+        cmocka_unit_test(test_bounded),         cmocka_unit_test(test_gguf),
+        cmocka_unit_test(test_source_no_block),
         cmocka_unit_test(test_block_too_small), cmocka_unit_test(test_read_errors),
         cmocka_unit_test(test_bad_sources),     cmocka_unit_test(test_doc_example),
     };
