@@ -272,7 +272,9 @@ typedef struct colibri_source {
    is read (or mapped). A block too small fails with COLIBRI_ERR_NOMEM and a message giving
    the bytes needed (found by a measuring init on the C heap; call colibri_embed_size ahead
    where there is none). The same model and parameters give colibri_init's logits, bit for
-   bit. The text calls (tokenizer, chat) still use the C heap: feed token ids to avoid it. */
+   bit. The text calls (tokenizer, chat) still use the C heap: feed token ids to avoid it.
+   The first call sets cJSON's allocation hooks, process-wide, to the library's allocator
+   (the C heap on every thread but one initialising into a block). */
 colibri_engine_t *colibri_init_ex(const colibri_source *src, const colibri_params *params, void *mem,
                                   size_t mem_size);
 /* The block colibri_init_ex needs for src and params, in bytes, into *bytes (the C heap is

@@ -217,8 +217,11 @@ colibri_engine_t *clb_init_engine(const char *model_path, const clb_io *io, cons
     e->heap = heap;
     if (io) {
         /* without a map, a bounded store reads the experts through the source on demand */
+        /* (the test clb_mem_init makes: COLIBRI_PAGE_POOL_SIZE replaces expert_pool_bytes) */
         const char *pe = getenv("COLIBRI_PAGE_POOL_SIZE");
-        const bool stream = p.mem_budget > 0 || p.expert_pool_bytes > 0 || (pe && *pe);
+        uint64_t pool = p.expert_pool_bytes;
+        if (pe && *pe && !clb_mem_parse_size(pe, &pool)) pool = 0; /* clb_mem_init reports it */
+        const bool stream = p.mem_budget > 0 || pool > 0;
         if (clb_model_load_io(NULL, io, stream, &e->model)) goto fail;
         model_path = e->model->src.path;
     } else if (clb_model_load(model_path, &e->model)) {
