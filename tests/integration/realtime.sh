@@ -2,7 +2,7 @@
 # The real-time options (docs/REALTIME.md) through the CLI and the config file on the bundled
 # model: pinning, wait policies, mlock and SCHED_FIFO change nothing in the output (a refused
 # one is a one-line warning, not a failure); bad values are one-line errors; bench reports
-# the decode percentiles.
+# the decode percentiles, and bench/latency.sh runs alone and under competition.
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 . "$ROOT/tests/reference/it_lib.sh"
@@ -64,4 +64,11 @@ import json, sys
 j = json.load(open(sys.argv[1]))
 assert 0 < j['decode_p50_ms'] <= j['decode_p99_ms'] <= j['decode_p999_ms'] <= j['decode_max_ms'], j
 PY
+# the latency bench (bench/latency.sh, docs/REALTIME.md): alone, then beside one CPU-bound
+# process per CPU; one line each with the percentiles (figures are for the closing notes,
+# not asserted: the machine is shared)
+sh "$ROOT/bench/latency.sh" -b "$COLIBRI" -m "$M" -- -n 64 -t 2 >"$WORK/lat.txt" 2>&1 || fail "bench/latency.sh: $(cat "$WORK/lat.txt")"
+[ "$(grep -c '^alone .* p50 .* p99 .* p99.9 .* p99/p50 .* tok/s$' "$WORK/lat.txt")" -eq 1 ] &&
+    [ "$(grep -c '^[0-9]* competing .* p50 .* p99 .* p99.9 .* p99/p50 .* tok/s$' "$WORK/lat.txt")" -eq 1 ] ||
+    fail "bench/latency.sh output: $(cat "$WORK/lat.txt")"
 [ "$FAILS" -eq 0 ]
