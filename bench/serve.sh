@@ -3,7 +3,11 @@
 #   1. single-stream decode tok/s through the server (streamed, from the first token to the
 #      last) against `colibri bench` on the same model and threads;
 #   2. aggregate decode tok/s with 1, 2, 4 and 8 concurrent streams, and the bytes of expert
-#      weights a step reads (from /metrics: moe_expert_bytes_run_total / decode_steps_total).
+#      weights a step reads (from /metrics: moe_expert_bytes_run_total / decode_steps_total),
+#      the distinct experts per MoE layer and step, and "in decode": the share of the round's
+#      wall time the scheduler spent inside colibri_decode (the rest is the server's own
+#      work: draws, detokenizing, bookkeeping). On a shared machine the tok/s figures swing
+#      with the load; that share does much less.
 # usage: bench/serve.sh MODEL COLIBRI [COLIBRI2 ...]
 #   env: THREADS (2), TOKENS (128 per stream), STREAMS ("1 2 4 8"), EXTRA (more serve options),
 #        TEMP (1.0: each stream samples with its own seed, so that the streams' tokens, and the
@@ -38,18 +42,19 @@ def one(i):
         if j["choices"] and j["choices"][0]["text"]:
             now = time.perf_counter(); first = first or now; last = now
     res[i] = (first, last, got)
-m0 = metrics()
+m0 = metrics(); t0 = time.perf_counter()
 th = [threading.Thread(target=one, args=(i,)) for i in range(n)]
 [t.start() for t in th]; [t.join() for t in th]
-m1 = metrics()
+t1 = time.perf_counter(); m1 = metrics()
 first = min(r[0] for r in res); last = max(r[1] for r in res); toks = sum(r[2] for r in res)
 steps = m1["colibri_decode_steps_total"] - m0["colibri_decode_steps_total"]
 byts = m1["colibri_moe_expert_bytes_run_total"] - m0["colibri_moe_expert_bytes_run_total"]
 runs = m1["colibri_moe_layer_runs_total"] - m0["colibri_moe_layer_runs_total"]
 exps = m1["colibri_moe_experts_run_total"] - m0["colibri_moe_experts_run_total"]
+busy = m1["colibri_decode_busy_seconds_total"] - m0["colibri_decode_busy_seconds_total"]
 # the first token of each stream is sampled from the prompt's logits: decode = toks - n tokens
-print("%d %.3f %.2f %d %.0f %.2f" % (toks, last - first, (toks - n) / (last - first), steps, byts / max(steps, 1),
-                                     exps / max(runs, 1)))
+print("%d %.3f %.2f %d %.0f %.2f %.1f" % (toks, last - first, (toks - n) / (last - first), steps, byts / max(steps, 1),
+                                          exps / max(runs, 1), 100 * busy / (t1 - t0)))
 PY
 for BIN in "$@"; do
     echo "== $BIN ($MODEL, $THREADS threads)"
@@ -64,10 +69,10 @@ for BIN in "$@"; do
     done
     [ -n "$port" ] || { cat "$tmp/err"; exit 1; }
     $PY "$tmp/round.py" "$port" 1 8 >/dev/null # warm-up
-    printf '%8s %10s %10s %12s %8s %18s %14s\n' streams tokens wall_s "decode tok/s" steps "expert MB/step" "experts/layer"
+    printf '%8s %10s %10s %12s %8s %18s %14s %10s\n' streams tokens wall_s "decode tok/s" steps "expert MB/step" "experts/layer" "in decode"
     for n in $STREAMS; do
         set -- $($PY "$tmp/round.py" "$port" "$n" "$TOKENS")
-        printf '%8d %10d %10.3f %12.2f %8d %18.2f %14.2f\n' "$n" "$1" "$2" "$3" "$4" "$(echo "$5" | awk '{print $1/1048576}')" "$6"
+        printf '%8d %10d %10.3f %12.2f %8d %18.2f %14.2f %9.1f%%\n' "$n" "$1" "$2" "$3" "$4" "$(echo "$5" | awk '{print $1/1048576}')" "$6" "$7"
         [ "$n" -eq 1 ] && echo "   single stream through the server: $3 tok/s = $(awk -v a="$3" -v b="$bt" 'BEGIN{printf "%.1f", 100*a/b}')% of colibri bench"
     done
     kill -TERM $sp; wait $sp || true
