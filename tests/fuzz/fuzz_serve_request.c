@@ -15,6 +15,13 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+/* serve.c's two engine hooks without colibri-mpi's replay (serve.c itself is the HTTP
+   start-up, not linked here); the scheduler thread is never started by this target */
+int srv_decode(colibri_engine_t *e, const colibri_batch_tok *toks, size_t n, float *logits, size_t logits_cap) {
+    return colibri_decode(e, toks, n, logits, logits_cap);
+}
+int srv_truncate(colibri_engine_t *e, int32_t seq, int32_t n) { return colibri_seq_truncate(e, seq, n); }
+
 static colibri_engine_t *engine(void) {
     static colibri_engine_t *e;
     if (!e) {
