@@ -3,7 +3,11 @@
  * Definition (docs/MODEL.md): ids = [BOS] + tokenize(text, no special tokens); the ids are cut
  * into n = len / ctx chunks of ctx tokens (a trailing partial chunk is dropped); each chunk is
  * evaluated from position 0 with an empty cache and scores its tokens 1..ctx-1;
- * ppl = exp(total NLL / (n * (ctx - 1))). */
+ * ppl = exp(total NLL / (n * (ctx - 1))).
+ * --kl-divergence also evaluates every chunk with a second engine holding f32 caches on the
+ * plain attention path (the exact reference of docs/ATTENTION.md) and reports the mean and
+ * the largest KL(P_f32 || P) over the scored positions, the share of positions whose argmax
+ * agrees, and the reference perplexity — what a cache type (-ctk / -ctv) costs. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,18 +23,25 @@ static void help(void) {
          "  --ctx N           chunk length in tokens (default 128)\n"
          "  --chunks N        score at most N chunks\n"
          "  -t, --threads N   worker threads\n"
+         "  --kl-divergence   also score with f32 caches (plain path): KL divergence of these\n"
+         "                    options' distributions from it, argmax agreement, both perplexities\n"
          ATTN_OPTS_HELP);
 }
 
 int cmd_perplexity(int argc, char **argv) {
     const char *model = NULL, *file = NULL;
     long ctx = 128, max_chunks = -1, v;
+    bool kl = false;
     colibri_params p = colibri_params_default();
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             help();
             return 0;
+        }
+        if (!strcmp(a, "--kl-divergence")) {
+            kl = true;
+            continue;
         }
         int g = attn_opts_parse(&p, argc, argv, &i);
         if (g < 0) return 2;
@@ -65,17 +76,28 @@ int cmd_perplexity(int argc, char **argv) {
     text[fl] = 0;
     p.max_seq_len = (int)ctx;
     p.n_batch = (int)(ctx < 512 ? ctx : 512);
-    colibri_engine_t *e = colibri_init_params(model, &p);
+    colibri_engine_t *e = colibri_init_params(model, &p), *r = NULL;
     if (!e) {
         free(text);
         return cli_fail("%s", colibri_last_error());
+    }
+    if (kl) {
+        colibri_params q = p;
+        q.cache_type_k = q.cache_type_v = COLIBRI_KV_F32;
+        q.flash_attn = -1;
+        if (!(r = colibri_init_params(model, &q))) {
+            colibri_free(e);
+            free(text);
+            return cli_fail("%s", colibri_last_error());
+        }
     }
     int rc = 0;
     size_t n = 0, cap = (size_t)fl + 2;
     int32_t *ids = malloc(sizeof(int32_t) * cap);
     const size_t V = (size_t)colibri_n_vocab(e);
     float *logits = malloc(sizeof(float) * V * (size_t)ctx);
-    if (!ids || !logits) {
+    float *ref = kl ? malloc(sizeof(float) * V * (size_t)ctx) : NULL;
+    if (!ids || !logits || (kl && !ref)) {
         rc = cli_fail("out of memory");
         goto out;
     }
@@ -93,7 +115,8 @@ int cmd_perplexity(int argc, char **argv) {
         rc = cli_fail("%s: %zu tokens, fewer than one chunk of %ld", file, n, ctx);
         goto out;
     }
-    double nll = 0, t0 = cli_now();
+    double nll = 0, t0 = cli_now(), ref_nll = 0, kl_sum = 0, kl_max = 0;
+    long agree = 0;
     cli_progress pr;
     cli_progress_init(&pr, "perplexity", 0.0);
     for (long c = 0; c < chunks; c++) {
@@ -103,12 +126,40 @@ int cmd_perplexity(int argc, char **argv) {
             rc = cli_fail("%s", colibri_last_error());
             goto out;
         }
+        if (r) {
+            colibri_reset(r);
+            if (colibri_eval(r, chunk, (size_t)ctx, ref, V * (size_t)ctx)) {
+                rc = cli_fail("%s", colibri_last_error());
+                goto out;
+            }
+        }
         for (long j = 1; j < ctx; j++) {
             const float *l = logits + (size_t)(j - 1) * V;
             double mx = l[0], sum = 0;
-            for (size_t k = 1; k < V; k++) mx = l[k] > mx ? l[k] : mx;
+            size_t am = 0;
+            for (size_t k = 1; k < V; k++)
+                if (l[k] > mx) mx = l[k], am = k;
             for (size_t k = 0; k < V; k++) sum += exp((double)l[k] - mx);
-            nll += log(sum) + mx - (double)l[chunk[j]];
+            const double lse = log(sum) + mx;
+            nll += lse - (double)l[chunk[j]];
+            if (!r) continue;
+            /* KL(P_ref || P) = sum_k p_ref(k) (log p_ref(k) - log p(k)) */
+            const float *q = ref + (size_t)(j - 1) * V;
+            double rmx = q[0], rsum = 0, d = 0;
+            size_t ram = 0;
+            for (size_t k = 1; k < V; k++)
+                if (q[k] > rmx) rmx = q[k], ram = k;
+            for (size_t k = 0; k < V; k++) rsum += exp((double)q[k] - rmx);
+            const double rlse = log(rsum) + rmx;
+            for (size_t k = 0; k < V; k++) {
+                const double lr = (double)q[k] - rlse;
+                d += exp(lr) * (lr - ((double)l[k] - lse));
+            }
+            d = d > 0 ? d : 0; /* rounding of two equal distributions */
+            kl_sum += d;
+            kl_max = d > kl_max ? d : kl_max;
+            agree += am == ram;
+            ref_nll += rlse - (double)q[chunk[j]];
         }
         cli_progress_update(&pr, (double)(c + 1) / (double)chunks);
         if (c + 1 < chunks && !pr.shown) continue;
@@ -117,11 +168,19 @@ int cmd_perplexity(int argc, char **argv) {
     cli_progress_done(&pr);
     double ppl = exp(nll / ((double)chunks * (double)(ctx - 1)));
     printf("perplexity: %.4f (%ld chunks of %ld tokens, %ld scored)\n", ppl, chunks, ctx, chunks * (ctx - 1));
+    if (r) {
+        const double ns = (double)chunks * (double)(ctx - 1), rppl = exp(ref_nll / ns);
+        printf("f32 reference: perplexity %.4f (%+.4f %%); KL divergence mean %.6g max %.6g; "
+               "argmax agreement %.4f %%\n",
+               rppl, 100.0 * (ppl / rppl - 1.0), kl_sum / ns, kl_max, 100.0 * (double)agree / ns);
+    }
     fprintf(stderr, "colibri: %.1f tokens/s\n", (double)chunks * (double)ctx / (cli_now() - t0));
 out:
     free(ids);
     free(logits);
+    free(ref);
     free(text);
+    colibri_free(r);
     colibri_free(e);
     return rc;
 }

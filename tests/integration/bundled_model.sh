@@ -72,5 +72,30 @@ want = ev.get('heldout_ppl_q8_0', ev['heldout_ppl'])
 print('colibri %.4f, training script %.4f, difference %.3f%%' % (got, want, 100 * abs(got - want) / want))
 assert abs(got - want) <= 0.01 * want
 PY
+    # what each KV cache type costs against f32 caches (docs/ATTENTION.md's goals: perplexity
+    # within 0.1 % for f16, 0.5 % for q8_0); f32 itself (plain path) must be exactly 0
+    for t in f32 f16 q8_0 q4_0; do
+        "$COLIBRI" perplexity -m "$M" -f "$HELD" --ctx "$ctx" --chunks 60 -ctk $t -ctv $t --kl-divergence \
+            >"$WORK/kl.$t" 2>"$WORK/err" || fail "perplexity --kl-divergence -ctk $t: $(tail -1 "$WORK/err")"
+    done
+    "$PYTHON" - "$WORK"/kl.f32 "$WORK"/kl.f16 "$WORK"/kl.q8_0 "$WORK"/kl.q4_0 <<'PY' || fail "KV cache types: perplexity / KL out of bounds"
+import re, sys
+r = {}
+for path, t in zip(sys.argv[1:], ["f32", "f16", "q8_0", "q4_0"]):
+    s = open(path).read()
+    ppl = float(re.search(r"^perplexity: ([0-9.]+)", s, re.M).group(1))
+    m = re.search(r"f32 reference: perplexity ([0-9.]+) \(([-+0-9.]+) %\); KL divergence mean (\S+) max (\S+); "
+                  r"argmax agreement ([0-9.]+) %", s)
+    r[t] = (ppl, float(m.group(1)), float(m.group(3)), float(m.group(5)))
+    print("%-5s ppl %.4f (f32 %.4f, %+.4f %%) KL mean %.3g argmax %.2f %%" % (t, ppl, r[t][1], 100 * (ppl / r[t][1] - 1),
+                                                                           r[t][2], r[t][3]))
+ref = r["f32"][0]
+assert r["f32"][1:] == (ref, 0.0, 100.0), "f32 against itself is not exact"
+for t in ["f16", "q8_0", "q4_0"]:
+    assert abs(r[t][1] - ref) <= 1e-4 * ref, "%s: the reference perplexity moved" % t
+assert abs(r["f16"][0] / ref - 1) <= 0.001 and abs(r["q8_0"][0] / ref - 1) <= 0.005
+assert 0 < r["f16"][2] < r["q8_0"][2] < r["q4_0"][2] < 0.05, "KL not ordered by precision"
+assert r["q4_0"][3] >= 90
+PY
 fi
 finish bundled_model
