@@ -79,7 +79,7 @@ done
 
 # MLA with the latent cached (the default) against K/V decompressed per head, as the model's
 # code computes: the same logits within float rounding (1e-5 of each row's largest), for the
-# plain path and flash attention; then the latent cached in f16 and q8_0 against hf_ref
+# plain path and flash attention, also over 700 positions; then the latent cached in f16 and q8_0 against hf_ref
 # (q8_0 bounds leave room for an expert chosen differently: these random routers have
 # margins for float32 only).
 for name in dsv2-q dsv2-noq dsv3; do
@@ -95,6 +95,28 @@ for name in dsv2-q dsv2-noq dsv3; do
         check "$PYTHON" "$REF/compare.py" logits "$WORK/$name.lat" "$WORK/$name.dec" --vocab "$vocab" --max-rel-row 1e-5 \
             --min-argmax 1 --label "$name MLA latent (flash $fa) vs decompressed"
     done
+    # 700 positions (keys in 3 chunks of 256): prefill tiles merging chunks, and one token at
+    # a time (--batch 1: decode's key split over the threads, then the merge)
+    long=$("$PYTHON" -c "import random; r=random.Random(5); print(','.join(str(r.randrange(3, $vocab)) for _ in range(700)))")
+    colibri_run "$WORK/$name.ldec.ids" $F32KV --mla decompressed -fa off -m "$dir" --tokens "$long" -n 1 \
+        --dump-logits "$WORK/$name.ldec" || continue
+    for b in 64 1; do
+        colibri_run "$WORK/$name.llat.ids" $F32KV --mla latent -fa on -m "$dir" --tokens "$long" -n 1 --batch $b \
+            --threads 2 --dump-logits "$WORK/$name.llat" || continue
+        check "$PYTHON" "$REF/compare.py" logits "$WORK/$name.llat" "$WORK/$name.ldec" --vocab "$vocab" --max-rel-row 1e-5 \
+            --min-argmax 1 --label "$name MLA latent (flash, batch $b) vs decompressed at 700 positions"
+    done
+    # the latent cache saved and restored (--prompt-cache): the same greedy continuation
+    rm -f "$WORK/$name.state"
+    for i in 0 1 2; do
+        pc=""; [ $i = 0 ] || pc="--prompt-cache $WORK/$name.state"
+        # shellcheck disable=SC2086
+        colibri_run "$WORK/$name.pc$i.ids" --mla latent -m "$dir" --tokens "$toks" -n 8 $pc || continue 2
+    done
+    grep -q "tokens reused" "$WORK/run.err" || fail "$name: the saved latent state was not reused: $(cat "$WORK/run.err")"
+    grep -q . "$WORK/$name.pc0.ids" && cmp -s "$WORK/$name.pc0.ids" "$WORK/$name.pc1.ids" &&
+        cmp -s "$WORK/$name.pc0.ids" "$WORK/$name.pc2.ids" && [ -s "$WORK/$name.state" ] ||
+        fail "$name: the MLA latent prompt cache changed the continuation"
     for t in f16 q8_0; do
         colibri_run "$WORK/$name.$t.ids" -ctk $t --mla latent -m "$dir" --tokens "$toks" -n 1 \
             --dump-logits "$WORK/$name.$t" || continue
