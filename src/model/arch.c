@@ -42,6 +42,13 @@ struct clb_arch_desc {
     int gguf_rope;                /* rope style of this family's GGUF files */
     int swa;                      /* which layers sliding_window applies to (enum below) */
     bool gguf_norm_topk;          /* GGUF files carry no norm_topk_prob: what llama.cpp assumes */
+    /* GLM-4.5 style: DeepSeek-V3's router and layer layout over plain GQA attention */
+    bool ds_moe;                  /* first_k_dense_replace, n_shared_experts, routed_scaling_factor,
+                                     n_group/topk_group; sigmoid + correction bias, no MLA */
+    bool qk_norm_key;             /* use_qk_norm enables per-head q/k RMSNorm */
+    bool attn_bias_qkv;           /* attention_bias: q/k/v only (o_proj has none) */
+    float prf_default;            /* partial_rotary_factor when the config omits it (0 = 1.0) */
+    const char *gguf_rename[2][2]; /* {file's tensor suffix, canonical suffix} in this family's GGUF */
 };
 
 static const clb_arch_desc ARCHS[] = {
@@ -169,6 +176,25 @@ static const clb_arch_desc ARCHS[] = {
         .gguf_rope = CLB_ROPE_NORM,
         .gguf_norm_topk = true,
     },
+    /* ---- GLM-4.5 / GLM-4.5-Air ---- */
+    {
+        .name = "glm4moe",
+        .hf_arch = {"Glm4MoeForCausalLM"},
+        .hf_model_type = {"glm4_moe"},
+        .gguf_arch = "glm4moe",
+        .moe = true,
+        .key_n_expert = "n_routed_experts",
+        .key_ff_exp = "moe_intermediate_size",
+        .router_score = CLB_SCORE_SIGMOID,
+        .norm_topk = true,
+        .norm_topk_key = true,
+        .ds_moe = true,
+        .qk_norm_key = true,
+        .attn_bias_qkv = true,
+        .prf_default = 0.5f,
+        .gguf_norm_topk = true,
+        .gguf_rename = {{"post_attention_norm.weight", "ffn_norm.weight"}},
+    },
 };
 
 static bool str_in(const char *s, const char *const *list, int n) {
@@ -222,6 +248,12 @@ const clb_arch_desc *clb_arch_from_gguf_name(const char *gguf_arch) {
 }
 
 const char *clb_arch_name(const clb_arch_desc *d) { return d ? d->name : "?"; }
+
+const char *clb_arch_gguf_rename(const clb_arch_desc *d, const char *suffix) {
+    for (int i = 0; d && i < 2 && d->gguf_rename[i][0]; i++)
+        if (strcmp(suffix, d->gguf_rename[i][0]) == 0) return d->gguf_rename[i][1];
+    return NULL;
+}
 const char *clb_arch_gguf_name(const clb_arch_desc *d) { return d ? d->gguf_arch : "?"; }
 
 void clb_arch_gguf_defaults(const clb_arch_desc *d, clb_hparams *hp) {
@@ -356,22 +388,53 @@ static int parse_sparse_step(const cJSON *c, clb_hparams *hp) {
 
 /* DeepSeek-V2/V3: multi-head latent attention, leading dense layers, shared experts and
    their router variants. */
-static int parse_deepseek(const clb_arch_desc *d, const cJSON *c, clb_hparams *hp) {
-    int rc, nope = 0, rope = 0, vd = 0, freq = 1, n_sh = 0;
-    hp->attn_kind = CLB_ATTN_MLA;
-    if ((rc = get_int(c, "q_lora_rank", 0, false, &hp->q_lora_rank)) ||
-        (rc = get_int(c, "kv_lora_rank", 0, true, &hp->kv_lora_rank)) ||
-        (rc = get_int(c, "qk_nope_head_dim", 0, true, &nope)) ||
-        (rc = get_int(c, "qk_rope_head_dim", 0, true, &rope)) || (rc = get_int(c, "v_head_dim", 0, true, &vd)) ||
-        (rc = get_int(c, "first_k_dense_replace", 0, false, &hp->first_dense)) ||
-        (rc = get_int(c, "moe_layer_freq", 1, false, &freq)) ||
+/* DeepSeek's MoE layout (also GLM-4.5's): leading dense layers, shared experts, routed
+   scaling, expert groups. freq: moe_layer_freq (1 for families without the key). */
+static int parse_ds_moe_layout(const cJSON *c, clb_hparams *hp, int freq) {
+    int rc, n_sh = 0;
+    if ((rc = get_int(c, "first_k_dense_replace", 0, false, &hp->first_dense)) ||
         (rc = get_int(c, "n_shared_experts", 0, false, &n_sh)) ||
         (rc = get_float(c, "routed_scaling_factor", 1.0f, &hp->routed_scale)) ||
         (rc = get_int(c, "n_group", 0, false, &hp->n_group)) ||
         (rc = get_int(c, "topk_group", 0, false, &hp->topk_group)))
         return rc;
+    if (n_sh < 0 || n_sh > 1024) return clb_err(COLIBRI_ERR_FORMAT, "config.json: n_shared_experts %d out of range", n_sh);
+    for (int l = 0; l < hp->n_layer; l++) hp->dense_layers[l] = l < hp->first_dense || l % freq != 0;
+    hp->n_shared_exp = n_sh;
+    hp->n_ff_shexp = n_sh * hp->n_ff_exp;
+    return COLIBRI_OK;
+}
+
+static int check_groups(const clb_hparams *hp) {
+    if (hp->n_group > 1 && (hp->topk_group < 1 || hp->topk_group > hp->n_group || hp->n_expert % hp->n_group))
+        return clb_err(COLIBRI_ERR_FORMAT, "config.json: n_group %d / topk_group %d do not fit %d experts", hp->n_group,
+                       hp->topk_group, hp->n_expert);
+    return COLIBRI_OK;
+}
+
+/* GLM-4.5 (Glm4MoeMoE.route_tokens_to_experts): always sigmoid scores, the correction bias
+   for selection, groups scored by their two best, no scoring_func / topk_method keys. */
+static int parse_glm_moe(const cJSON *c, clb_hparams *hp) {
+    int rc = parse_ds_moe_layout(c, hp, 1);
+    if (rc) return rc;
+    hp->router_score = CLB_SCORE_SIGMOID;
+    hp->group_score = 1;
+    hp->score_bias = true;
+    return check_groups(hp);
+}
+
+static int parse_deepseek(const clb_arch_desc *d, const cJSON *c, clb_hparams *hp) {
+    int rc, nope = 0, rope = 0, vd = 0, freq = 1;
+    hp->attn_kind = CLB_ATTN_MLA;
+    if ((rc = get_int(c, "q_lora_rank", 0, false, &hp->q_lora_rank)) ||
+        (rc = get_int(c, "kv_lora_rank", 0, true, &hp->kv_lora_rank)) ||
+        (rc = get_int(c, "qk_nope_head_dim", 0, true, &nope)) ||
+        (rc = get_int(c, "qk_rope_head_dim", 0, true, &rope)) || (rc = get_int(c, "v_head_dim", 0, true, &vd)) ||
+        (rc = get_int(c, "moe_layer_freq", 1, false, &freq)))
+        return rc;
     if (nope < 0 || rope <= 0 || rope % 2 || vd <= 0 || hp->kv_lora_rank <= 0 || hp->q_lora_rank < 0 || freq < 1)
         return clb_err(COLIBRI_ERR_FORMAT, "config.json: invalid MLA dimensions");
+    if ((rc = parse_ds_moe_layout(c, hp, freq))) return rc;
     hp->head_dim = nope + rope;
     hp->head_dim_v = vd;
     hp->n_rot = rope;
@@ -380,9 +443,6 @@ static int parse_deepseek(const clb_arch_desc *d, const cJSON *c, clb_hparams *h
     hp->rope_style = CLB_ROPE_NORM; /* DeepSeek rotates interleaved pairs (rope_interleave) */
     const cJSON *ri = key(c, "rope_interleave");
     if (cJSON_IsFalse(ri) && d->deepseek_v3) hp->rope_style = CLB_ROPE_NEOX;
-    for (int l = 0; l < hp->n_layer; l++) hp->dense_layers[l] = l < hp->first_dense || l % freq != 0;
-    hp->n_shared_exp = n_sh;
-    hp->n_ff_shexp = n_sh * hp->n_ff_exp;
     const cJSON *sf = key(c, "scoring_func"), *tm = key(c, "topk_method");
     if (cJSON_IsString(sf)) {
         if (!strcmp(sf->valuestring, "softmax")) hp->router_score = CLB_SCORE_SOFTMAX;
@@ -400,9 +460,7 @@ static int parse_deepseek(const clb_arch_desc *d, const cJSON *c, clb_hparams *h
     } else {
         return clb_err(COLIBRI_ERR_UNSUPPORTED, "config.json: topk_method '%s' is not supported", method);
     }
-    if (hp->n_group > 1 && (hp->topk_group < 1 || hp->topk_group > hp->n_group || hp->n_expert % hp->n_group))
-        return clb_err(COLIBRI_ERR_FORMAT, "config.json: n_group %d / topk_group %d do not fit %d experts", hp->n_group,
-                       hp->topk_group, hp->n_expert);
+    if ((rc = check_groups(hp))) return rc;
     /* softmax scale: qk_head_dim^-0.5, times mscale(factor, mscale_all_dim)^2 under YaRN */
     hp->attn_mult = 1.0f / sqrtf((float)hp->head_dim);
     const cJSON *rs = key(c, "rope_scaling");
@@ -502,9 +560,19 @@ int clb_hparams_from_hf(const clb_arch_desc *d, const cJSON *c, clb_hparams *hp)
     bool attn_bias = false;
     if ((rc = get_bool(c, "attention_bias", false, &attn_bias))) return rc;
     hp->qkv_bias = attn_bias || d->qkv_bias;
-    hp->o_bias = attn_bias;
+    hp->o_bias = attn_bias && !d->attn_bias_qkv;
     if ((rc = parse_attn_layers(d, c, hp))) return rc;
     hp->qk_norm = d->qk_norm;
+    if (d->qk_norm_key) {
+        bool qkn = false;
+        if ((rc = get_bool(c, "use_qk_norm", false, &qkn))) return rc;
+        if (qkn) hp->qk_norm = CLB_QKNORM_HEAD;
+    }
+    /* multi-token-prediction layers after the last (num_nextn_predict_layers: DeepSeek-V3,
+       GLM-4.5): HF's inference ignores their weights, and so does colibri */
+    if ((rc = get_int(c, "num_nextn_predict_layers", 0, false, &hp->n_nextn))) return rc;
+    if (hp->n_nextn < 0 || hp->n_nextn > 64)
+        return clb_err(COLIBRI_ERR_FORMAT, "config.json: num_nextn_predict_layers %d out of range 0..64", hp->n_nextn);
     hp->router_score = d->router_score;
     hp->routed_scale = 1.0f;
     hp->norm_topk = d->norm_topk;
@@ -517,8 +585,8 @@ int clb_hparams_from_hf(const clb_arch_desc *d, const cJSON *c, clb_hparams *hp)
         if (d->norm_topk_key && (rc = get_bool(c, "norm_topk_prob", d->norm_topk, &hp->norm_topk)))
             return rc;
     }
-    float prf = 1.0f;
-    if ((rc = get_float(c, "partial_rotary_factor", 1.0f, &prf))) return rc;
+    float prf = d->prf_default > 0 ? d->prf_default : 1.0f;
+    if ((rc = get_float(c, "partial_rotary_factor", prf, &prf))) return rc;
     if (prf <= 0 || prf > 1) return clb_err(COLIBRI_ERR_FORMAT, "config.json: partial_rotary_factor %g out of range", (double)prf);
     hp->n_rot = (int)(hp->head_dim * prf) / 2 * 2;
     if ((rc = get_float(c, "clip_qkv", 0.0f, &hp->clip_qkv))) return rc;
@@ -535,6 +603,7 @@ int clb_hparams_from_hf(const clb_arch_desc *d, const cJSON *c, clb_hparams *hp)
         hp->shexp_gate = hp->n_ff_shexp > 0;
     }
     if (d->deepseek && (rc = parse_deepseek(d, c, hp))) return rc;
+    if (d->ds_moe && (rc = parse_glm_moe(c, hp))) return rc;
     if (d->multipliers) {
         if ((rc = get_float(c, "embedding_multiplier", 1.0f, &hp->embd_mult)) ||
             (rc = get_float(c, "residual_multiplier", 1.0f, &hp->resid_mult)) ||

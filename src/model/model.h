@@ -55,6 +55,7 @@ typedef struct clb_hparams {
     int n_vocab;
     int n_embd;             /* hidden size */
     int n_layer;
+    int n_nextn;            /* multi-token-prediction layers stored after the last (skipped; not in .colibri) */
     int n_head, n_head_kv;
     int head_dim;           /* q/k head dim */
     int head_dim_v;         /* v head dim (== head_dim except MLA) */
@@ -142,6 +143,9 @@ const clb_arch_desc *clb_arch_by_name(const char *name);
 const char *clb_arch_name(const clb_arch_desc *d);
 /* The family's general.architecture in GGUF files ("llama" for mixtral, ...). */
 const char *clb_arch_gguf_name(const clb_arch_desc *d);
+/* The canonical suffix of a tensor this family's GGUF files name differently (the part
+   after "blk.L."), or NULL. */
+const char *clb_arch_gguf_rename(const clb_arch_desc *d, const char *suffix);
 /* Comma-separated list of supported HF architectures (for error messages / docs). */
 const char *clb_arch_supported_list(void);
 

@@ -176,6 +176,11 @@ static int open_hf(const char *path, clb_source *s) {
             continue;
         }
         clb_src_tensor *o = &s->tensors[n];
+        /* the multi-token-prediction layers after the last (num_nextn_predict_layers) */
+        int ml = -1, mlen = 0;
+        if (s->hp.n_nextn > 0 && sscanf(t->name, "model.layers.%d.%n", &ml, &mlen) == 1 && mlen > 0 &&
+            ml >= s->hp.n_layer && ml < s->hp.n_layer + s->hp.n_nextn)
+            continue;
         if (!clb_arch_map_hf_name(desc, t->name, o->name, sizeof o->name, &L, &E)) {
             /* buffers such as rotary_emb.inv_freq carry no weights */
             if (strstr(t->name, "rotary_emb.inv_freq")) continue;

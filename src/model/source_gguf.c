@@ -88,6 +88,12 @@ static int hparams_from_gguf(const clb_gguf *g, const char *arch, clb_hparams *h
         !geti(g, arch, "attention.head_count", 0, &hp->n_head))
         return key_err ? (clb_err_prefix("%s", path), key_err) :  clb_err(COLIBRI_ERR_FORMAT, "%s: missing %s.embedding_length, block_count or attention.head_count",
                        path, arch);
+    /* block_count includes the multi-token-prediction layers stored last (GLM-4.5's
+       nextn_predict_layers); inference skips them as HF does */
+    if (geti(g, arch, "nextn_predict_layers", 0, &hp->n_nextn) && (hp->n_nextn > 64 || hp->n_nextn >= hp->n_layer))
+        return clb_err(COLIBRI_ERR_FORMAT, "%s: %s.nextn_predict_layers %d out of range (block_count %d)", path, arch,
+                       hp->n_nextn, hp->n_layer);
+    hp->n_layer -= hp->n_nextn;
     geti(g, arch, "attention.head_count_kv", hp->n_head, &hp->n_head_kv);
     geti(g, arch, "feed_forward_length", 0, &hp->n_ff);
     geti(g, arch, "context_length", 2048, &hp->max_pos);
@@ -117,6 +123,11 @@ static int hparams_from_gguf(const clb_gguf *g, const char *arch, clb_hparams *h
         hp->n_shared_exp = v_int;
         hp->n_ff_shexp = v_int * hp->n_ff_exp;
     }
+    /* per-head q/k RMSNorm where the file has it (GLM-4.5's use_qk_norm) */
+    const clb_tensor *qn = clb_gguf_find_tensor(g, "blk.0.attn_q_norm.weight");
+    if (hp->qk_norm == CLB_QKNORM_NONE && qn && qn->n_dims == 1 && qn->shape[0] == (int64_t)hp->head_dim &&
+        hp->attn_kind != CLB_ATTN_MLA)
+        hp->qk_norm = CLB_QKNORM_HEAD;
     hp->qkv_bias = has_tensor(g, "blk.%d.attn_q.bias", 0);
     hp->o_bias = has_tensor(g, "blk.%d.attn_output.bias", 0);
     if (hp->attn_kind == CLB_ATTN_MLA) {
@@ -273,15 +284,20 @@ int clb_source_open_gguf(const char *path, clb_source *s) {
     s->tensors = clb_calloc((size_t)(n ? n : 1), sizeof *s->tensors);
     if (!s->tensors) return clb_err(COLIBRI_ERR_NOMEM, "out of memory");
     int k = 0;
+    const clb_arch_desc *desc = clb_arch_by_name(s->hp.arch);
     for (int i = 0; i < g->n_tensors; i++) {
         const clb_tensor *t = &g->tensors[i];
         const char *kind = stacked_kind(t->name);
         int L = parse_layer(t->name);
+        if (L >= s->hp.n_layer && s->hp.n_nextn > 0) continue; /* a multi-token-prediction layer */
         if (strlen(t->name) >= sizeof s->tensors[0].name)
             return clb_err(COLIBRI_ERR_FORMAT, "%s: tensor name '%.40s...' too long", path, t->name);
         if (!kind) {
             clb_src_tensor *o = &s->tensors[k++];
             snprintf(o->name, sizeof o->name, "%s", t->name);
+            const char *dot = L >= 0 ? strchr(t->name + 4, '.') : NULL;
+            const char *canon = dot ? clb_arch_gguf_rename(desc, dot + 1) : NULL;
+            if (canon) snprintf(o->name, sizeof o->name, "blk.%d.%s", L, canon);
             o->dtype = t->dtype;
             o->n_dims = t->n_dims;
             memcpy(o->shape, t->shape, sizeof o->shape);

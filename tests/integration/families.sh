@@ -166,4 +166,16 @@ if grep -q longrope "$WORK/bad/config.json"; then
     if "$COLIBRI" convert "$WORK/bad" -o "$WORK/bad.colibri" 2>"$WORK/err"; then fail "longrope accepted"
     else grep -q "longrope" "$WORK/err" || fail "longrope refusal does not name it: $(cat "$WORK/err")"; fi
 fi
+# GLM-4.5: the MTP layer's tensors are skipped only because the config says it is one; a
+# group count that does not divide the experts is refused by name
+if [ -f "$WORK/glm45/config.json" ]; then
+    rm -rf "$WORK/bad"; cp -r "$WORK/glm45" "$WORK/bad"
+    sed -i 's/"num_nextn_predict_layers": 1/"num_nextn_predict_layers": 0/' "$WORK/bad/config.json"
+    if "$COLIBRI" convert "$WORK/bad" -o "$WORK/bad.colibri" 2>"$WORK/err"; then fail "glm4moe: an undeclared layer 3 accepted"
+    else grep -q "model.layers.3" "$WORK/err" || fail "glm4moe extra layer refusal does not name it: $(cat "$WORK/err")"; fi
+    cp "$WORK/glm45/config.json" "$WORK/bad/config.json"
+    sed -i 's/"n_group": 4/"n_group": 3/' "$WORK/bad/config.json"
+    if "$COLIBRI" convert "$WORK/bad" -o "$WORK/bad.colibri" 2>"$WORK/err"; then fail "glm4moe: n_group 3 of 8 experts accepted"
+    else grep -q "n_group 3" "$WORK/err" || fail "glm4moe n_group refusal does not name it: $(cat "$WORK/err")"; fi
+fi
 finish families

@@ -26,3 +26,13 @@ case_ granite --family granitemoe --seed 28 --layers 2 --hidden 64 --heads 4 --k
     --logits-scaling 6 --vocab 160
 case_ llama-hd --family llama --seed 29 --layers 2 --hidden 64 --heads 4 --kv-heads 1 --head-dim 24 --ff 96 \
     --vocab 160 --tie 1 --rope-scaling '{"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 64}' --max-pos 512
+# GLM-4.5 (glm4_moe): sigmoid router with the correction bias for selection, groups, routed
+# scaling, a shared expert, leading dense layers, partial rotary (half of head_dim), q/k/v
+# biases, per-head q/k norm (GLM-4.5) or none (GLM-4.5-Air), a multi-token-prediction layer
+# stored after the last (skipped); top-1 renormalised as Glm4MoeMoE does
+case_ glm45 --family glm4_moe --seed 32 --layers 3 --hidden 64 --heads 4 --kv-heads 2 --head-dim 32 \
+    --experts 8 --top-k 2 --ff 32 --dense-ff 96 --first-dense 1 --shared-experts 1 --n-group 4 --topk-group 2 \
+    --routed-scaling 2.5 --qk-norm 1 --nextn 1 --vocab 192
+case_ glm45-air --family glm4_moe --seed 33 --layers 2 --hidden 64 --heads 4 --kv-heads 1 --head-dim 24 \
+    --experts 6 --top-k 1 --ff 32 --dense-ff 64 --first-dense 1 --shared-experts 2 --routed-scaling 1.5 \
+    --partial-rotary 0.5 --nextn 1 --vocab 160

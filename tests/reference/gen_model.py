@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Generates a tiny random Hugging Face model directory (config.json with the real HF key
 names, model.safetensors with HF tensor names and [out, in] layouts) for one of:
-  llama, mixtral, qwen2_moe, qwen3_moe, olmoe, deepseek_v2, deepseek_v3, granitemoe.
+  llama, mixtral, qwen2_moe, qwen3_moe, olmoe, deepseek_v2, deepseek_v3, granitemoe, glm4_moe.
 
   gen_model.py --family mixtral --out DIR [--seed 1] [--dtype f32|f16|bf16] [--shards N]
                [--layers 2] [--hidden 128] [--heads 4] [--kv-heads 2] [--head-dim D]
@@ -41,7 +41,8 @@ import safetensors_np  # noqa: E402
 
 ARCH = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "mixtral": "MixtralForCausalLM", "qwen2_moe": "Qwen2MoeForCausalLM",
         "qwen3_moe": "Qwen3MoeForCausalLM", "olmoe": "OlmoeForCausalLM", "deepseek_v2": "DeepseekV2ForCausalLM",
-        "deepseek_v3": "DeepseekV3ForCausalLM", "granitemoe": "GraniteMoeForCausalLM"}
+        "deepseek_v3": "DeepseekV3ForCausalLM", "granitemoe": "GraniteMoeForCausalLM",
+        "glm4_moe": "Glm4MoeForCausalLM"}
 
 
 def build_config(a):
@@ -112,6 +113,17 @@ def build_config(a):
                              "(DeepSeek's code scales only unnormalised weights); not generated")
         if E % a.n_group:
             raise SystemExit("n_routed_experts must be a multiple of n_group")
+    elif f == "glm4_moe":  # GLM-4.5: DeepSeek-V3's router over GQA with partial rope
+        c.update(intermediate_size=dense_ff, moe_intermediate_size=ff, n_routed_experts=E,
+                 n_shared_experts=a.shared_experts, num_experts_per_tok=k, first_k_dense_replace=a.first_dense,
+                 routed_scaling_factor=a.routed_scaling if a.routed_scaling is not None else 2.5,
+                 n_group=a.n_group, topk_group=a.topk_group or a.n_group,
+                 norm_topk_prob=bool(a.norm_topk_prob if a.norm_topk_prob is not None else 1),
+                 head_dim=a.head_dim or a.hidden // H, partial_rotary_factor=a.partial_rotary,
+                 attention_bias=bool(a.attention_bias), use_qk_norm=bool(a.qk_norm),
+                 num_nextn_predict_layers=a.nextn)
+        if E % a.n_group:
+            raise SystemExit("n_routed_experts must be a multiple of n_group")
     elif f == "granitemoe":
         c.update(intermediate_size=ff, num_local_experts=E, num_experts_per_tok=k, attention_bias=False,
                  embedding_multiplier=a.embedding_multiplier, residual_multiplier=a.residual_multiplier,
@@ -175,6 +187,14 @@ def tensor_shapes(c):
                 s[a + "k_norm.weight"] = ((Hk * hd,), "norm")
             if c.get("attention_sinks"):
                 s[a + "sinks"] = ((H,), "sink")
+            if f == "glm4_moe":
+                if c["attention_bias"]:  # q/k/v only; o_proj has none
+                    s[a + "q_proj.bias"] = ((H * hd,), "bias")
+                    s[a + "k_proj.bias"] = ((Hk * hd,), "bias")
+                    s[a + "v_proj.bias"] = ((Hk * hd,), "bias")
+                if c["use_qk_norm"]:
+                    s[a + "q_norm.weight"] = ((hd,), "norm")
+                    s[a + "k_norm.weight"] = ((hd,), "norm")
 
         def mlp(prefix, ff, names=("gate_proj", "up_proj", "down_proj")):
             s[prefix + names[0] + ".weight"] = ((ff, h), "linear")
@@ -217,12 +237,38 @@ def tensor_shapes(c):
                 mlp(f"{p}mlp.experts.{e}.", c["moe_intermediate_size"])
             if c["n_shared_experts"]:
                 mlp(p + "mlp.shared_experts.", c["moe_intermediate_size"] * c["n_shared_experts"])
+        elif f == "glm4_moe":
+            if L < c["first_k_dense_replace"]:
+                mlp(p + "mlp.", c["intermediate_size"])
+                continue
+            E = c["n_routed_experts"]
+            s[p + "mlp.gate.weight"] = ((E, h), "router")
+            s[p + "mlp.gate.e_score_correction_bias"] = ((E,), "ebias")
+            for e in range(E):
+                mlp(f"{p}mlp.experts.{e}.", c["moe_intermediate_size"])
+            if c["n_shared_experts"]:
+                mlp(p + "mlp.shared_experts.", c["moe_intermediate_size"] * c["n_shared_experts"])
         elif f == "granitemoe":
             E, ff = c["num_local_experts"], c["intermediate_size"]
             b = p + "block_sparse_moe."
             s[b + "router.layer.weight"] = ((E, h), "router")
             s[b + "input_linear.weight"] = ((E, 2 * ff, h), "linear")
             s[b + "output_linear.weight"] = ((E, h, ff), "linear")
+    # multi-token-prediction layers after the last (GLM-4.5's num_nextn_predict_layers): a
+    # decoder layer plus its projections, in the checkpoint but unused at inference
+    for L in range(c["num_hidden_layers"], c["num_hidden_layers"] + (c.get("num_nextn_predict_layers") or 0)):
+        p = f"model.layers.{L}."
+        for nm in ("input_layernorm", "post_attention_layernorm", "enorm", "hnorm", "shared_head.norm"):
+            s[p + nm + ".weight"] = ((h,), "norm")
+        s[p + "eh_proj.weight"] = ((h, 2 * h), "linear")
+        for nm, shp in (("q_proj", (H * hd, h)), ("k_proj", (Hk * hd, h)), ("v_proj", (Hk * hd, h)),
+                        ("o_proj", (h, H * hd))):
+            s[p + "self_attn." + nm + ".weight"] = (shp, "linear")
+        E = c["n_routed_experts"]
+        s[p + "mlp.gate.weight"] = ((E, h), "linear")  # not a "router": no margin to keep
+        s[p + "mlp.gate.e_score_correction_bias"] = ((E,), "ebias")
+        for e in range(E):
+            mlp(f"{p}mlp.experts.{e}.", c["moe_intermediate_size"])
     return s
 
 
@@ -375,6 +421,10 @@ def main(argv=None):
     ap.add_argument("--sparse-step", type=int, default=1)
     ap.add_argument("--mlp-only-layers", type=lambda s: [int(x) for x in s.split(",") if x], default=[])
     ap.add_argument("--first-dense", type=int, default=1)
+    ap.add_argument("--partial-rotary", type=float, default=0.5, help="glm4_moe: partial_rotary_factor")
+    ap.add_argument("--attention-bias", type=int, default=1, help="glm4_moe: attention_bias (q/k/v)")
+    ap.add_argument("--qk-norm", type=int, default=0, help="glm4_moe: use_qk_norm")
+    ap.add_argument("--nextn", type=int, default=0, help="glm4_moe: num_nextn_predict_layers (MTP tensors)")
     ap.add_argument("--shared-experts", type=int, default=1)
     ap.add_argument("--n-group", type=int, default=1)
     ap.add_argument("--topk-group", type=int, default=0)

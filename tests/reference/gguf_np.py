@@ -209,12 +209,26 @@ def read_colibri(path):
 _STACKED = ("ffn_gate_exps", "ffn_up_exps", "ffn_down_exps")
 
 
+GGUF_RENAME = {"glm4moe": {"post_attention_norm.weight": "ffn_norm.weight"}}
+
+
 def _cli_colibri_bytes(gguf_path, col_path):
-    _, gt = read(gguf_path)
+    kv, gt = read(gguf_path)
     _, ct = read_colibri(col_path)
     bad, n_dense, n_slices, nbytes = [], 0, 0, 0
+    # what colibri's loader does with a family's own names (src/model/arch.c gguf_rename)
+    # and its multi-token-prediction layers (<arch>.nextn_predict_layers, skipped)
+    arch = kv.get("general.architecture")
+    nextn = kv.get(f"{arch}.nextn_predict_layers", 0)
+    first_mtp = kv.get(f"{arch}.block_count", 0) - nextn
+    rename = GGUF_RENAME.get(arch, {})
     for name, t in gt.items():
         parts = name.split(".")
+        if nextn and parts[0] == "blk" and int(parts[1]) >= first_mtp:
+            continue
+        if parts[0] == "blk" and ".".join(parts[2:]) in rename:
+            name = f"blk.{parts[1]}.{rename['.'.join(parts[2:])]}"
+            parts = name.split(".")
         if len(parts) == 4 and parts[0] == "blk" and parts[2] in _STACKED and parts[3] == "weight":
             n_exp = t["ne"][2]
             sl = len(t["data"]) // n_exp

@@ -3,7 +3,7 @@
 pass (eager attention, causal, batch 1) for the model families colibri supports:
 
   llama (also mistral / qwen2 / qwen3 dense), mixtral, qwen2_moe, qwen3_moe, olmoe,
-  deepseek_v2, deepseek_v3, granitemoe.
+  deepseek_v2, deepseek_v3, granitemoe, glm4_moe.
 
 It reads an HF directory (config.json + model.safetensors, or shards with
 model.safetensors.index.json; F32/F16/BF16) and computes raw logits for every position.
@@ -358,12 +358,17 @@ def attn_standard(m, x, L, rope):
     q = q.reshape(n, H, hd)
     k = k.reshape(n, Hk, hd)
     v = v.reshape(n, Hk, hd)
-    if m.family in ("qwen3_moe", "qwen3"):  # per-head RMSNorm over head_dim
-        q = rmsnorm(q, m.w(p + "q_norm.weight"), eps)
+    if m.family in ("qwen3_moe", "qwen3") or (m.family == "glm4_moe" and cfg.get("use_qk_norm")):
+        q = rmsnorm(q, m.w(p + "q_norm.weight"), eps)  # per-head RMSNorm over head_dim
         k = rmsnorm(k, m.w(p + "k_norm.weight"), eps)
     cos, sin = rope
-    q = rope_half(q, cos, sin)
-    k = rope_half(k, cos, sin)
+    rd = 2 * cos.shape[-1]
+    if rd < hd:  # partial rotary (apply_rotary_pos_emb): the first rd dims rotate, the rest pass
+        q = np.concatenate([rope_half(q[..., :rd], cos, sin), q[..., rd:]], axis=-1)
+        k = np.concatenate([rope_half(k[..., :rd], cos, sin), k[..., rd:]], axis=-1)
+    else:
+        q = rope_half(q, cos, sin)
+        k = rope_half(k, cos, sin)
     scale = cfg["attention_multiplier"] if m.family == "granitemoe" else hd ** -0.5
     window, chunk = _attn_pattern(m, L)
     sinks = m.w(p + "sinks") if m.has(p + "sinks") else None
@@ -504,6 +509,36 @@ def route_deepseek(m, logits, L):
     return idx, w, np.minimum.reduce(margins)
 
 
+def route_glm4_moe(m, logits, L):
+    """Glm4MoeMoE.route_tokens_to_experts: sigmoid scores; the correction bias for the
+    choice only; groups scored by their two best choices, the topk_group best kept, the
+    others' choices set to 0.0 (masked_fill, not -inf); top-k on the choice; weights are the
+    plain scores, renormalised (+1e-20, whatever k) when norm_topk_prob, times
+    routed_scaling_factor."""
+    cfg = m.cfg
+    E, k = cfg["n_routed_experts"], cfg["num_experts_per_tok"]
+    scores = sigmoid(logits.astype(F32))
+    n = scores.shape[0]
+    choice = (scores + m.w(f"model.layers.{L}.mlp.gate.e_score_correction_bias")[None, :]).astype(F32)
+    ng, tg = cfg.get("n_group") or 1, cfg.get("topk_group") or 1
+    grouped = choice.reshape(n, ng, E // ng)
+    gscore = -np.sort(-grouped, axis=-1)[:, :, :2].sum(axis=-1, dtype=F32)
+    gidx = _topk(gscore, tg)
+    gmask = np.zeros((n, ng), dtype=bool)
+    np.put_along_axis(gmask, gidx, True, axis=1)
+    eligible = np.repeat(gmask, E // ng, axis=1)
+    masked = np.where(eligible, choice, F32(0.0)).astype(F32)
+    idx = _topk(masked, k)
+    margins = [_margin_desc(masked, k)]
+    if ng > 1 and tg < ng:
+        margins.append(_margin_desc(gscore, tg))
+    w = np.take_along_axis(scores, idx, axis=1).astype(F32)
+    if cfg.get("norm_topk_prob", True):
+        w = (w / (np.sum(w, axis=1, keepdims=True, dtype=F32) + F32(1e-20))).astype(F32)
+    w = (w * F32(cfg.get("routed_scaling_factor", 1.0))).astype(F32)
+    return idx, w, np.minimum.reduce(margins)
+
+
 def moe_combine(m, x, idx, w, expert_fn):
     out = np.zeros_like(x, dtype=F32)
     for e in np.unique(idx):
@@ -549,13 +584,14 @@ def ffn(m, x, L, trace=None):
         idx, w, mg = route_softmax_topk(logits, cfg["num_experts_per_tok"], cfg.get("norm_topk_prob", False))
         record(idx, mg)
         return moe_combine(m, x, idx, w, lambda e, xs: mlp(m, xs, f"{p}mlp.experts.{e}."))
-    if fam in ("deepseek_v2", "deepseek_v3"):
-        freq = cfg.get("moe_layer_freq") or 1
+    if fam in ("deepseek_v2", "deepseek_v3", "glm4_moe"):  # glm4_moe has no moe_layer_freq
+        freq = (cfg.get("moe_layer_freq") or 1) if fam != "glm4_moe" else 1
         is_moe = cfg.get("n_routed_experts") and L >= (cfg.get("first_k_dense_replace") or 0) and L % freq == 0
         if not is_moe:
             return mlp(m, x, p + "mlp.")
         logits = linear(m, x, p + "mlp.gate.weight")
-        idx, w, mg = route_deepseek(m, logits, L)
+        route = route_glm4_moe if fam == "glm4_moe" else route_deepseek
+        idx, w, mg = route(m, logits, L)
         record(idx, mg)
         out = moe_combine(m, x, idx, w, lambda e, xs: mlp(m, xs, f"{p}mlp.experts.{e}."))
         if cfg.get("n_shared_experts"):
@@ -579,7 +615,7 @@ def ffn(m, x, L, trace=None):
 
 
 FAMILIES = {"llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe", "olmoe",
-            "deepseek_v2", "deepseek_v3", "granitemoe"}
+            "deepseek_v2", "deepseek_v3", "granitemoe", "glm4_moe"}
 
 
 # ----------------------------------------------------------------------------- forward
@@ -591,7 +627,10 @@ def rope_dim(m):
     if m.family == "granitemoe":
         return cfg["hidden_size"] // cfg["num_attention_heads"]
     hd = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
-    return int(hd * (cfg.get("partial_rotary_factor") or 1.0))
+    prf = cfg.get("partial_rotary_factor")
+    if prf is None:  # Glm4MoeConfig's default is 0.5
+        prf = 0.5 if m.family == "glm4_moe" else 1.0
+    return int(hd * prf)
 
 
 def forward(m, tokens, trace=None, upto_layer=None):

@@ -56,7 +56,7 @@ ARCH = {
     "LlamaForCausalLM": "llama", "MistralForCausalLM": "llama", "MixtralForCausalLM": "llama",
     "Qwen2MoeForCausalLM": "qwen2moe", "Qwen3MoeForCausalLM": "qwen3moe", "OlmoeForCausalLM": "olmoe",
     "DeepseekV2ForCausalLM": "deepseek2", "DeepseekV3ForCausalLM": "deepseek2",
-    "GraniteMoeForCausalLM": "granitemoe",
+    "GraniteMoeForCausalLM": "granitemoe", "Glm4MoeForCausalLM": "glm4moe",
 }
 
 # HF name (after "model.layers.N.") -> GGUF name (after "blk.N."); tensor_mapping.py facts
@@ -91,6 +91,11 @@ LAYER_NAMES = {
     "mlp.shared_experts.down_proj": "ffn_down_shexp",
     "block_sparse_moe.output_linear": "ffn_down_exps",
 }
+# glm4moe (Glm4MoeModel): its FFN norm is post_attention_norm; the multi-token-prediction
+# layers after the last are kept, their own tensors under nextn.
+GLM_NAMES = {"post_attention_layernorm": "post_attention_norm", "eh_proj": "nextn.eh_proj",
+             "enorm": "nextn.enorm", "hnorm": "nextn.hnorm", "shared_head.norm": "nextn.shared_head_norm",
+             "shared_head.head": "nextn.shared_head_head", "embed_tokens": "nextn.embed_tokens"}
 GLOBAL_NAMES = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight",
                 "lm_head.weight": "output.weight"}
 
@@ -291,6 +296,27 @@ def convert(hf_dir, name=None):
         if c.get("moe_layer_freq", 1) != 1:
             note("deepseek2: moe_layer_freq != 1 cannot be stored")
 
+    elif arch == "glm4moe":
+        nextn = c.get("num_nextn_predict_layers") or 0
+        base_params(kv, dict(c, num_hidden_layers=c["num_hidden_layers"] + nextn))
+        hd = c.get("head_dim") or c["hidden_size"] // H
+        kv.u32("{arch}.rope.dimension_count", int(hd * c.get("partial_rotary_factor", 0.5)))
+        kv.u32("{arch}.expert_count", c["n_routed_experts"])
+        kv.u32("{arch}.expert_feed_forward_length", c["moe_intermediate_size"])
+        if c.get("n_shared_experts") is not None:
+            kv.u32("{arch}.expert_shared_count", c["n_shared_experts"])
+        if c.get("first_k_dense_replace") is not None:
+            kv.u32("{arch}.leading_dense_block_count", c["first_k_dense_replace"])
+        kv.u32("{arch}.expert_gating_func", 2)
+        if c.get("routed_scaling_factor") is not None:
+            kv.f32("{arch}.expert_weights_scale", c["routed_scaling_factor"])
+        if c.get("norm_topk_prob") is not None:
+            kv.add("{arch}.expert_weights_norm", G.T_BOOL, bool(c["norm_topk_prob"]))
+        if c.get("num_nextn_predict_layers") is not None:
+            kv.u32("{arch}.nextn_predict_layers", nextn)
+        if rope_type(c.get("rope_scaling")) not in ("", "default"):
+            note(f"rope_scaling '{rope_type(c.get('rope_scaling'))}' is not written for glm4moe (dropped)")
+
     # ---- tensors ----
     out = []
     extra = []
@@ -306,7 +332,7 @@ def convert(hf_dir, name=None):
         if parts[:2] != ["model", "layers"] or not parts[2].isdecimal():
             raise SystemExit(f"hf_to_gguf: cannot map tensor {hf!r}")
         L = int(parts[2])
-        if L >= c["num_hidden_layers"]:  # DeepSeek MTP layers
+        if L >= c["num_hidden_layers"] and arch != "glm4moe":  # DeepSeek MTP layers
             continue
         rest = ".".join(parts[3:])
         if rest.endswith("e_score_correction_bias"):
@@ -326,6 +352,9 @@ def convert(hf_dir, name=None):
                 raise SystemExit(f"hf_to_gguf: {hf}: merged FFN must be 2 * intermediate_size")
             out.append((f"blk.{L}.ffn_gate_exps.weight", a[..., :ff, :]))
             out.append((f"blk.{L}.ffn_up_exps.weight", a[..., ff:, :]))
+            continue
+        if arch == "glm4moe" and stem in GLM_NAMES:
+            out.append((f"blk.{L}.{GLM_NAMES[stem]}.{suffix}", a))
             continue
         if stem not in LAYER_NAMES:
             raise SystemExit(f"hf_to_gguf: cannot map tensor {hf!r}")
