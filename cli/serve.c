@@ -32,6 +32,10 @@ static void help(void) {
            "                        and the page (env COLIBRI_API_KEY)\n"
            "  --api-key-file FILE   ... the key read from FILE's first line\n"
            "  --no-api-key-ok       allow a non-loopback --host without a key\n"
+           "  --no-cache-prompt     start every request from an empty KV cache (default: a slot keeps\n"
+           "                        its cache, and a request that begins with the tokens it holds, such\n"
+           "                        as a chat's next turn, evaluates only the rest; per request:\n"
+           "                        \"cache_prompt\": false)\n"
            "  --alias NAME          the model id of /v1/models (default: the file's name)\n"
            "  --max-body SIZE       request body limit (default 8MiB; 413 beyond)\n"
            "  --max-tokens N        tokens one request may generate (default: the context)\n"
@@ -77,7 +81,7 @@ int cmd_serve(int argc, char **argv) {
     const char *model = NULL, *host = "127.0.0.1", *alias = NULL, *key = getenv("COLIBRI_API_KEY"), *key_file = NULL;
     long port = 8080, parallel = 4, ctx = 0, queue = 16, max_conns = 64, timeout = 30, max_tokens = 0;
     uint64_t max_body = 8u << 20;
-    bool no_key_ok = false;
+    bool no_key_ok = false, reuse = true;
     colibri_params p = colibri_params_default();
     if (!engine_opts_config(&p, argc, argv)) return 2;
     for (int i = 1; i < argc; i++) {
@@ -91,6 +95,10 @@ int cmd_serve(int argc, char **argv) {
         if (g > 0) continue;
         if (!strcmp(a, "--no-api-key-ok")) {
             no_key_ok = true;
+            continue;
+        }
+        if (!strcmp(a, "--no-cache-prompt")) {
+            reuse = false;
             continue;
         }
         static const char *const opts[] = {"-m", "--model", "--host", "--port", "--parallel", "-np", "--ctx-size", "-c",
@@ -162,7 +170,7 @@ int cmd_serve(int argc, char **argv) {
     S->n_ctx = colibri_max_seq_len(e);
     S->max_tokens = max_tokens ? max_tokens : S->n_ctx;
     S->t_start = (double)time(NULL);
-    if (srv_sched_start(&S->sched, e, (int)parallel, (int)queue, p.n_batch)) {
+    if (srv_sched_start(&S->sched, e, (int)parallel, (int)queue, p.n_batch, reuse)) {
         rc = cli_fail("serve: out of memory for %ld slots", parallel);
         goto out;
     }

@@ -45,6 +45,7 @@ typedef struct srv_req {
     int logprobs;     /* record srv_lp per token */
     int top_logprobs; /* 0..SRV_MAX_TOP_LOGPROBS */
     bool ignore_eos;
+    bool cache_prompt; /* may start from the slot's cached common prefix (default) */
     /* shared */
     pthread_cond_t cv;
     int refs;
@@ -57,6 +58,7 @@ typedef struct srv_req {
     srv_lp *lps;
     size_t n_lp, cap_lp;
     size_t n_gen;         /* tokens generated */
+    size_t n_cached;      /* prompt tokens whose KV the slot still held from its last request */
     double t_submit, t_start, t_first, t_done;
     struct srv_req *next; /* queue link */
 } srv_req;
@@ -68,6 +70,12 @@ typedef struct srv_slot {
     int32_t last;  /* the token to evaluate next (decoding) */
     colibri_sampler_t *smp;
     colibri_detok_t *dt;
+    /* the tokens in this slot's KV cache, positions 0..n_hist-1: kept when a request ends, so
+       the next request that starts with the same tokens (a chat's next turn, a shared system
+       prompt) evaluates only the rest */
+    int32_t *hist;
+    size_t n_hist;
+    double t_used; /* when its last request ended (least recently used slot first) */
 } srv_slot;
 
 typedef struct srv_snapshot {
@@ -86,7 +94,7 @@ typedef struct srv_sched {
     pthread_mutex_t mu;
     pthread_cond_t cv, snap_cv;
     pthread_t th;
-    bool started, stop;
+    bool started, stop, reuse;
     srv_req *qhead, *qtail;
     int qlen, qmax;
     float *logits;
@@ -106,7 +114,7 @@ typedef struct srv_sched {
     uint64_t hgen, hdone; /* steps handed to the helper, finished by it */
     bool helper_on, hstop;
     /* metrics (under mu) */
-    uint64_t steps, step_tokens, tokens_prompt, tokens_gen, requests_done, requests_cancelled, decode_errors;
+    uint64_t steps, step_tokens, tokens_prompt, tokens_cached, tokens_gen, requests_done, requests_cancelled, decode_errors;
     double busy_s;
     double win_t0;              /* tokens/s over a sliding window */
     uint64_t win_tok0;
@@ -116,7 +124,8 @@ typedef struct srv_sched {
     atomic_int snap_want;
 } srv_sched;
 
-int srv_sched_start(srv_sched *s, colibri_engine_t *e, int n_slots, int qmax, int n_batch);
+/* reuse: a slot keeps its KV cache between requests for their common prefix */
+int srv_sched_start(srv_sched *s, colibri_engine_t *e, int n_slots, int qmax, int n_batch, bool reuse);
 /* 0 = queued; -1 = the queue is full; -2 = shutting down. Takes a reference for the scheduler. */
 int srv_submit(srv_sched *s, srv_req *r);
 void srv_cancel(srv_sched *s, srv_req *r);

@@ -132,11 +132,11 @@ static const char *const CHAT_FIELDS[] = {"model", "messages", "stream", "stream
                                           "max_completion_tokens", "temperature", "top_p", "stop", "seed",
                                           "presence_penalty", "frequency_penalty", "logprobs", "top_logprobs",
                                           "response_format", "n", "user", "store", "metadata", "top_k", "min_p",
-                                          "repeat_penalty", "ignore_eos", NULL};
+                                          "repeat_penalty", "ignore_eos", "cache_prompt", NULL};
 static const char *const CMPL_FIELDS[] = {"model", "prompt", "stream", "stream_options", "max_tokens", "temperature",
                                           "top_p", "stop", "seed", "presence_penalty", "frequency_penalty",
                                           "logprobs", "n", "user", "echo", "top_k", "min_p", "repeat_penalty",
-                                          "ignore_eos", NULL};
+                                          "ignore_eos", "cache_prompt", NULL};
 
 static int parse_chat_messages(srv *S, const cJSON *msgs, srv_req *r, char *msg, size_t msg_cap) {
     if (!msgs) return BAD("'messages' is required");
@@ -266,6 +266,7 @@ int srv_parse_generation(srv *S, const char *body, size_t len, bool chat, srv_re
     }
     BOOL_FIELD("stream", p->stream);
     BOOL_FIELD("ignore_eos", r->ignore_eos);
+    BOOL_FIELD("cache_prompt", r->cache_prompt);
     if ((v = cJSON_GetObjectItemCaseSensitive(j, "stream_options")) && !cJSON_IsNull(v)) {
         const cJSON *iu = cJSON_GetObjectItemCaseSensitive(v, "include_usage");
         if (!cJSON_IsObject(v) || (iu && !cJSON_IsBool(iu))) {
@@ -446,6 +447,8 @@ static cJSON *usage_obj(const srv_req *r) {
     cJSON_AddNumberToObject(u, "prompt_tokens", (double)r->n_prompt);
     cJSON_AddNumberToObject(u, "completion_tokens", (double)r->n_gen);
     cJSON_AddNumberToObject(u, "total_tokens", (double)(r->n_prompt + r->n_gen));
+    cJSON *d = cJSON_AddObjectToObject(u, "prompt_tokens_details");
+    if (d) cJSON_AddNumberToObject(d, "cached_tokens", (double)r->n_cached);
     return u;
 }
 
@@ -674,6 +677,7 @@ static void metrics_fill(const srv_snapshot *sn, void *user) {
     M("requests_completed_total", "counter", "Generation requests run to their end.", "%llu", (unsigned long long)s->requests_done);
     M("requests_cancelled_total", "counter", "Generation requests cancelled (client gone, shutdown).", "%llu", (unsigned long long)s->requests_cancelled);
     M("prompt_tokens_total", "counter", "Prompt tokens evaluated.", "%llu", (unsigned long long)s->tokens_prompt);
+    M("prompt_tokens_cached_total", "counter", "Prompt tokens not evaluated: a slot's KV cache held them from its last request.", "%llu", (unsigned long long)s->tokens_cached);
     M("generated_tokens_total", "counter", "Tokens generated.", "%llu", (unsigned long long)s->tokens_gen);
     M("generation_tokens_per_second", "gauge", "Tokens generated per second over the last window of about 2 s of activity.", "%.3f", s->tok_per_s);
     M("queue_depth", "gauge", "Requests waiting for a slot.", "%d", s->qlen);

@@ -16,6 +16,7 @@ srv_req *srv_req_new(void) {
     pthread_cond_init(&r->cv, NULL);
     r->refs = 1;
     r->sampling = colibri_sampling_default();
+    r->cache_prompt = true;
     return r;
 }
 
@@ -64,8 +65,37 @@ static void slot_free(srv_sched *s, int i, srv_finish f, const char *err) {
     req_finish(s, r, f, err);
     colibri_sampler_free(sl->smp);
     colibri_detok_free(sl->dt);
+    int32_t *hist = sl->hist;
+    size_t n_hist = sl->n_hist;
     memset(sl, 0, sizeof *sl);
-    srv_truncate(s->e, i, 0);
+    sl->hist = hist; /* the KV cache stays for the next request's common prefix */
+    sl->n_hist = n_hist;
+    sl->t_used = cli_now();
+    if (!s->reuse || colibri_seq_n_past(s->e, i) != (int32_t)n_hist) { /* never a stale history */
+        srv_truncate(s->e, i, 0);
+        sl->n_hist = 0;
+    }
+}
+
+/* Tokens at the start of the prompt that slot i's KV cache already holds. */
+static size_t common_prefix(const srv_slot *sl, const srv_req *r) {
+    size_t n = 0;
+    while (n < sl->n_hist && n < r->n_prompt && sl->hist[n] == r->prompt[n]) n++;
+    return n;
+}
+
+/* Under mu: the free slot for r — the one holding the longest start of its prompt, else the
+   one unused the longest (its cache is the least likely to be asked for again); -1 if none. */
+static int pick_slot(const srv_sched *s, const srv_req *r) {
+    int best = -1;
+    size_t best_n = 0;
+    for (int i = 0; i < s->n_slots; i++) {
+        const srv_slot *sl = &s->slots[i];
+        if (sl->req) continue;
+        const size_t n = s->reuse && r->cache_prompt ? common_prefix(sl, r) : 0;
+        if (best < 0 || n > best_n || (n == best_n && sl->t_used < s->slots[best].t_used)) best = i, best_n = n;
+    }
+    return best;
 }
 
 static bool text_reserve(srv_req *r, size_t more) {
@@ -217,38 +247,47 @@ static void *sched_main(void *arg) {
     for (;;) {
         if (atomic_exchange(&s->snap_want, 0)) take_snapshot(s);
         if (s->stop) break;
-        int active = 0;
-        for (int i = 0; i < s->n_slots; i++) {
-            srv_slot *sl = &s->slots[i];
-            if (sl->req && sl->req->cancel) slot_free(s, i, SRV_FINISH_CANCEL, NULL);
-            if (!sl->req) {
-                while (s->qhead) { /* admit the next queued request */
-                    srv_req *r = s->qhead;
-                    s->qhead = r->next;
-                    if (!s->qhead) s->qtail = NULL;
-                    s->qlen--;
-                    r->next = NULL;
-                    if (r->cancel) {
-                        req_finish(s, r, SRV_FINISH_CANCEL, NULL);
-                        continue;
-                    }
-                    sl->smp = colibri_sampler_new(&r->sampling, s->n_vocab);
-                    sl->dt = colibri_detok_new(s->e, 1);
-                    sl->req = r;
-                    if (!sl->smp || !sl->dt) {
-                        slot_free(s, i, SRV_FINISH_ERROR, colibri_last_error());
-                        continue;
-                    }
-                    srv_truncate(s->e, i, 0);
-                    sl->phase = 1;
-                    sl->n_fed = 0;
-                    r->running = true;
-                    r->t_start = cli_now();
-                    break;
-                }
+        for (int i = 0; i < s->n_slots; i++)
+            if (s->slots[i].req && s->slots[i].req->cancel) slot_free(s, i, SRV_FINISH_CANCEL, NULL);
+        while (s->qhead) { /* admit queued requests while a slot is free */
+            srv_req *r = s->qhead;
+            const int i = r->cancel ? -2 : pick_slot(s, r);
+            if (i == -1) break;
+            s->qhead = r->next;
+            if (!s->qhead) s->qtail = NULL;
+            s->qlen--;
+            r->next = NULL;
+            if (i < 0) {
+                req_finish(s, r, SRV_FINISH_CANCEL, NULL);
+                continue;
             }
-            active += sl->req != NULL;
+            srv_slot *sl = &s->slots[i];
+            sl->smp = colibri_sampler_new(&r->sampling, s->n_vocab);
+            sl->dt = colibri_detok_new(s->e, 1);
+            sl->req = r;
+            if (!sl->smp || !sl->dt) {
+                slot_free(s, i, SRV_FINISH_ERROR, colibri_last_error());
+                continue;
+            }
+            /* keep the cached start of the prompt, but evaluate at least its last token (its
+               logits give the first draw); windowed layers may keep less (n_past says) */
+            size_t keep = r->cache_prompt ? common_prefix(sl, r) : 0;
+            if (keep >= r->n_prompt) keep = r->n_prompt ? r->n_prompt - 1 : 0;
+            int32_t past = srv_truncate(s->e, i, (int32_t)keep) ? -1 : colibri_seq_n_past(s->e, i);
+            if (past < 0 || (size_t)past > keep) { /* cannot happen; start over rather than guess */
+                srv_truncate(s->e, i, 0);
+                past = 0;
+            }
+            sl->n_hist = (size_t)past;
+            sl->phase = 1;
+            sl->n_fed = (size_t)past;
+            r->n_cached = (size_t)past;
+            s->tokens_cached += (uint64_t)past;
+            r->running = true;
+            r->t_start = cli_now();
         }
+        int active = 0;
+        for (int i = 0; i < s->n_slots; i++) active += s->slots[i].req != NULL;
         if (!active) {
             pthread_cond_wait(&s->cv, &s->mu);
             continue;
@@ -298,8 +337,11 @@ static void *sched_main(void *arg) {
                 if (s->slots[s->batch[j].seq].req) slot_free(s, s->batch[j].seq, SRV_FINISH_ERROR, why);
             continue;
         }
-        for (size_t j = 0; j < n; j++)
-            if (s->slots[s->batch[j].seq].phase == 1) s->tokens_prompt++;
+        for (size_t j = 0; j < n; j++) {
+            srv_slot *sl = &s->slots[s->batch[j].seq];
+            if (sl->phase == 1) s->tokens_prompt++;
+            if (sl->n_hist < (size_t)s->n_ctx) sl->hist[sl->n_hist++] = s->batch[j].token;
+        }
         for (int j = 0; j < n_logits; j++) {
             const int i = s->batch_slot[j];
             if (s->slots[i].req) slot_step(s, i, s->logits + (size_t)j * (size_t)s->n_vocab, s->drawn[j], s->draw_rc[j]);
@@ -322,8 +364,9 @@ static void *sched_main(void *arg) {
     return NULL;
 }
 
-int srv_sched_start(srv_sched *s, colibri_engine_t *e, int n_slots, int qmax, int n_batch) {
+int srv_sched_start(srv_sched *s, colibri_engine_t *e, int n_slots, int qmax, int n_batch, bool reuse) {
     memset(s, 0, sizeof *s);
+    s->reuse = reuse;
     s->e = e;
     s->n_slots = n_slots;
     s->qmax = qmax;
@@ -342,6 +385,9 @@ int srv_sched_start(srv_sched *s, colibri_engine_t *e, int n_slots, int qmax, in
     s->logits_cap = (size_t)n_slots * (size_t)s->n_vocab;
     s->logits = malloc(sizeof(float) * s->logits_cap);
     s->snap.stats = calloc(1, sizeof *s->snap.stats);
+    if (s->slots)
+        for (int i = 0; i < n_slots; i++)
+            if (!(s->slots[i].hist = malloc(sizeof(int32_t) * (size_t)s->n_ctx))) return -1;
     if (!s->slots || !s->batch || !s->batch_slot || !s->drawn || !s->draw_rc || !s->logits || !s->snap.stats) return -1;
     *s->snap.stats = colibri_get_stats(e);
     s->snap.n_layers = s->snap.stats->n_layers;
@@ -427,6 +473,8 @@ void srv_sched_stop(srv_sched *s) {
     free(s->draw_rc);
     s->drawn = NULL;
     s->draw_rc = NULL;
+    if (s->slots)
+        for (int i = 0; i < s->n_slots; i++) free(s->slots[i].hist);
     free(s->slots);
     free(s->batch);
     free(s->batch_slot);

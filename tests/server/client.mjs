@@ -137,6 +137,32 @@ async function expectError(p, status, what) {
     check(e.status === status && e.error && typeof e.error.message === 'string', what, [e.status, e.error]);
   }
 }
+// prompt reuse: a slot keeps its KV cache; a request that starts with what it holds evaluates
+// only the rest, and answers exactly as from an empty cache
+{
+  const cached = (r) => (r.usage.prompt_tokens_details || {}).cached_tokens;
+  const r = chatReq('Tell me about the stars.', { max_tokens: 16 });
+  const evaluated0 = await metric('prompt_tokens_total'), reused0 = await metric('prompt_tokens_cached_total');
+  const a = await client.chat.completions.create(r);
+  const b = await client.chat.completions.create(r);
+  const c = await client.chat.completions.create({ ...r, cache_prompt: false });
+  check(b.choices[0].message.content === a.choices[0].message.content && c.choices[0].message.content === a.choices[0].message.content,
+        'prompt reuse: the same text with and without the cache', [a.choices[0].message.content, b.choices[0].message.content, c.choices[0].message.content]);
+  check(cached(b) === b.usage.prompt_tokens - 1, 'prompt reuse: a repeated prompt evaluates only its last token', [cached(b), b.usage.prompt_tokens]);
+  check(cached(c) === 0, 'prompt reuse: cache_prompt false evaluates the whole prompt', cached(c));
+  const reused = (await metric('prompt_tokens_cached_total')) - reused0, evaluated = (await metric('prompt_tokens_total')) - evaluated0;
+  check(reused === cached(a) + cached(b) && evaluated === 3 * a.usage.prompt_tokens - reused, 'prompt reuse: metrics count the reused and evaluated tokens',
+        [reused, evaluated, cached(a), cached(b), a.usage.prompt_tokens]);
+  // a chat's next turn starts with the previous turn's prompt and reply
+  const turn2 = { ...r, messages: [...r.messages, { role: 'assistant', content: a.choices[0].message.content }, { role: 'user', content: 'And the sun?' }] };
+  const t2 = await client.chat.completions.create(turn2);
+  const t2fresh = await client.chat.completions.create({ ...turn2, cache_prompt: false });
+  check(cached(t2) >= a.usage.prompt_tokens - 1 && cached(t2) < t2.usage.prompt_tokens, 'prompt reuse: the next turn reuses the first turn', [cached(t2), a.usage.prompt_tokens, t2.usage.prompt_tokens]);
+  check(t2.choices[0].message.content === t2fresh.choices[0].message.content, 'prompt reuse: the next turn answers as from an empty cache',
+        [t2.choices[0].message.content, t2fresh.choices[0].message.content]);
+  await expectError(client.chat.completions.create({ ...r, cache_prompt: 1 }), 400, 'cache_prompt not a boolean: 400');
+}
+
 await expectError(client.chat.completions.create({ ...chatReq('x'), model: 'no-such-model' }), 404, 'unknown model: 404');
 await expectError(client.chat.completions.create({ ...chatReq('x'), response_format: { type: 'json_object' } }), 400, 'response_format json_object: 400');
 await expectError(client.chat.completions.create({ ...chatReq('x'), temperature: 7 }), 400, 'temperature out of range: 400');
