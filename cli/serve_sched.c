@@ -84,18 +84,21 @@ static size_t common_prefix(const srv_slot *sl, const srv_req *r) {
     return n;
 }
 
-/* Under mu: the free slot for r — the one holding the longest start of its prompt, else the
-   one unused the longest (its cache is the least likely to be asked for again); -1 if none. */
+/* Under mu: the free slot for r — the one holding the longest start of its prompt when that
+   is at least half the prompt (llama-server's rule), else the one unused the longest: a few
+   shared tokens (BOS, a template's header) are not worth another conversation's cache. -1 if
+   none is free. */
 static int pick_slot(const srv_sched *s, const srv_req *r) {
-    int best = -1;
+    int best = -1, lru = -1;
     size_t best_n = 0;
     for (int i = 0; i < s->n_slots; i++) {
         const srv_slot *sl = &s->slots[i];
         if (sl->req) continue;
+        if (lru < 0 || sl->t_used < s->slots[lru].t_used) lru = i;
         const size_t n = s->reuse && r->cache_prompt ? common_prefix(sl, r) : 0;
-        if (best < 0 || n > best_n || (n == best_n && sl->t_used < s->slots[best].t_used)) best = i, best_n = n;
+        if (n > best_n) best = i, best_n = n;
     }
-    return best;
+    return best >= 0 && 2 * best_n >= r->n_prompt ? best : lru;
 }
 
 static bool text_reserve(srv_req *r, size_t more) {

@@ -153,9 +153,10 @@ srv_end() { # PID WHAT: waits up to 60 s for PID to end with status 0
     fi
     wait "$1" || fail "$2: ended with a failure status"
 }
-ask() { # PORT PATH BODY OUT: the answer without its id and creation time
+ask() { # PORT PATH BODY OUT: the answer without its id, creation time and cached-token count
+    # (which slot's cache a request finds depends on which of two concurrent ones came first)
     curl -sS --max-time 300 "http://127.0.0.1:$1$2" -H 'Content-Type: application/json' -d "$3" 2>&1 \
-        | sed 's/"id":"[^"]*",//; s/"created":[0-9]*,//' >"$4"
+        | sed 's/"id":"[^"]*",//; s/"created":[0-9]*,//; s/,"prompt_tokens_details":{[^}]*}//' >"$4"
 }
 Q1='{"prompt":"Once upon a time","max_tokens":24,"temperature":0,"logprobs":2}'
 Q2='{"messages":[{"role":"user","content":"Tell me a story"}],"max_tokens":16,"temperature":0}'
