@@ -189,6 +189,12 @@ int cmd_serve(int argc, char **argv) {
 out:
     srv_sched_stop(&S->sched); /* cancels running and queued requests: their streams end */
     if (g_ops.done && !g_ops.follow) g_ops.done(g_ops.ctx); /* colibri-mpi: the other ranks stop */
+    /* the cancelled streams write their last chunks and data: [DONE] before the daemon closes
+       their connections (a connection thread may not have run since the cancel) */
+    for (int i = 0; d && i < 1000 && atomic_load(&S->live_streams) > 0; i++) {
+        const struct timespec ts = {0, 10 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
     srv_http_stop(d);           /* waits for the connection threads */
     colibri_free(e);
     free(S->api_key);

@@ -154,6 +154,7 @@ typedef struct srv {
     int idle_timeout; /* seconds */
     double t_start;
     atomic_bool shutting_down;
+    atomic_int live_streams; /* SSE responses not yet destroyed: shutdown lets them finish */
     atomic_ullong http_requests, http_errors, http_rejected;
 } srv;
 

@@ -191,6 +191,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
 
 static void stream_free(void *cls) {
     stream *st = cls;
+    atomic_fetch_sub(&st->S->live_streams, 1);
     srv_cancel(&st->S->sched, st->r); /* nothing when it has finished */
     srv_release(&st->S->sched, st->r);
     free(st->out);
@@ -240,6 +241,7 @@ static enum MHD_Result generation(struct MHD_Connection *c, conn *cn, bool chat)
         s->S = S;
         s->r = r;
         s->p = p;
+        atomic_fetch_add(&S->live_streams, 1);
         snprintf(s->id, sizeof s->id, "%s", id);
         s->created = created;
         s->fd = fd;
