@@ -263,6 +263,7 @@ colibri_engine_t *clb_init_engine(const char *model_path, const clb_io *io, cons
             .k = p.moe_top_k > 0 ? p.moe_top_k : hp->n_expert_used,
             .score = hp->router_score,
             .norm_topk = hp->norm_topk,
+            .norm_min = hp->norm_min,
             .scale = hp->routed_scale,
             .n_group = hp->n_group,
             .topk_group = hp->topk_group,

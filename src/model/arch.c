@@ -49,6 +49,13 @@ struct clb_arch_desc {
     bool attn_bias_qkv;           /* attention_bias: q/k/v only (o_proj has none) */
     float prf_default;            /* partial_rotary_factor when the config omits it (0 = 1.0) */
     const char *gguf_rename[2][2]; /* {file's tensor suffix, canonical suffix} in this family's GGUF */
+    /* ERNIE-4.5 style */
+    const char *key_k;            /* config key of the experts per token (NULL: num_experts_per_tok) */
+    bool ernie_moe;               /* moe_layer_start_index / end_index / interval, moe_num_shared_experts,
+                                     moe_norm_min, softmax + e_score_correction_bias for selection */
+    int hf_rope;                  /* rope style of the HF code (CLB_ROPE_NEOX unless set) */
+    bool hf_rope_set;
+    const char *hf_skip_prefix;   /* HF tensors the modeling code ignores on load (MTP weights) */
 };
 
 static const clb_arch_desc ARCHS[] = {
@@ -195,6 +202,26 @@ static const clb_arch_desc ARCHS[] = {
         .gguf_norm_topk = true,
         .gguf_rename = {{"post_attention_norm.weight", "ffn_norm.weight"}},
     },
+    /* ---- ERNIE-4.5 MoE (ERNIE-4.5-21B-A3B, -300B-A47B) ---- */
+    {
+        .name = "ernie4_5moe",
+        .hf_arch = {"Ernie4_5_MoeForCausalLM"},
+        .hf_model_type = {"ernie4_5_moe"},
+        .gguf_arch = "ernie4_5-moe",
+        .moe = true,
+        .key_n_expert = "moe_num_experts",
+        .key_ff_exp = "moe_intermediate_size",
+        .key_k = "moe_k",
+        .router_score = CLB_SCORE_SOFTMAX,
+        .norm_topk = true,
+        .ernie_moe = true,
+        .tie_default = true,
+        .hf_rope = CLB_ROPE_NORM, /* adjacent pairs (its apply_rotary_pos_emb interleaves) */
+        .hf_rope_set = true,
+        .gguf_rope = CLB_ROPE_NORM,
+        .gguf_norm_topk = true,
+        .hf_skip_prefix = "model.mtp_",
+    },
 };
 
 static bool str_in(const char *s, const char *const *list, int n) {
@@ -249,6 +276,10 @@ const clb_arch_desc *clb_arch_from_gguf_name(const char *gguf_arch) {
 
 const char *clb_arch_name(const clb_arch_desc *d) { return d ? d->name : "?"; }
 
+bool clb_arch_hf_ignored(const clb_arch_desc *d, const char *hf) {
+    return d && d->hf_skip_prefix && strncmp(hf, d->hf_skip_prefix, strlen(d->hf_skip_prefix)) == 0;
+}
+
 const char *clb_arch_gguf_rename(const clb_arch_desc *d, const char *suffix) {
     for (int i = 0; d && i < 2 && d->gguf_rename[i][0]; i++)
         if (strcmp(suffix, d->gguf_rename[i][0]) == 0) return d->gguf_rename[i][1];
@@ -266,6 +297,7 @@ void clb_arch_gguf_defaults(const clb_arch_desc *d, clb_hparams *hp) {
     hp->moe_step = 1;
     if (d->deepseek) hp->attn_kind = CLB_ATTN_MLA;
     if (d->multipliers) hp->embd_mult = hp->resid_mult = hp->attn_mult = hp->logit_div = 1.0f;
+    if (d->ernie_moe) hp->norm_min = 1e-12f; /* Ernie4_5_MoeConfig's moe_norm_min (a GGUF has no key) */
 }
 
 /* ---- config.json reading ---- */
@@ -423,6 +455,33 @@ static int parse_glm_moe(const cJSON *c, clb_hparams *hp) {
     return check_groups(hp);
 }
 
+/* ERNIE-4.5 (Ernie4_5_MoeDecoderLayer / SparseMoeBlock): MoE on layers l with
+   (l + 1) % moe_layer_interval == 0 and start <= l <= end (end -1 = the last); softmax
+   scores, e_score_correction_bias (moe_statics) for selection only, the selected weights
+   divided by max(their sum, moe_norm_min); moe_num_shared_experts ungated shared experts. */
+static int parse_ernie_moe(const cJSON *c, clb_hparams *hp) {
+    int rc, start = 1, end = -1, step = 1, n_sh = 2;
+    bool use_bias = false;
+    if ((rc = get_int(c, "moe_layer_start_index", 1, false, &start)) ||
+        (rc = get_int(c, "moe_layer_end_index", -1, false, &end)) ||
+        (rc = get_int(c, "moe_layer_interval", 1, false, &step)) ||
+        (rc = get_int(c, "moe_num_shared_experts", 2, false, &n_sh)) ||
+        (rc = get_float(c, "moe_norm_min", 1e-12f, &hp->norm_min)) || (rc = get_bool(c, "use_bias", false, &use_bias)))
+        return rc;
+    if (use_bias) return clb_err(COLIBRI_ERR_UNSUPPORTED, "config.json: use_bias=true is not supported");
+    if (end == -1) end = hp->n_layer - 1;
+    if (step < 1 || start < 0 || end < -1 || n_sh < 0 || n_sh > 1024 || !(hp->norm_min >= 0 && hp->norm_min < 1))
+        return clb_err(COLIBRI_ERR_FORMAT,
+                       "config.json: moe_layer_interval %d / moe_layer_start_index %d / moe_layer_end_index %d / "
+                       "moe_num_shared_experts %d / moe_norm_min %g out of range",
+                       step, start, end, n_sh, (double)hp->norm_min);
+    for (int l = 0; l < hp->n_layer; l++) hp->dense_layers[l] = !((l + 1) % step == 0 && l >= start && l <= end);
+    hp->n_shared_exp = n_sh;
+    hp->n_ff_shexp = n_sh * hp->n_ff_exp;
+    hp->score_bias = true;
+    return COLIBRI_OK;
+}
+
 static int parse_deepseek(const clb_arch_desc *d, const cJSON *c, clb_hparams *hp) {
     int rc, nope = 0, rope = 0, vd = 0, freq = 1;
     hp->attn_kind = CLB_ATTN_MLA;
@@ -545,7 +604,7 @@ int clb_hparams_from_hf(const clb_arch_desc *d, const cJSON *c, clb_hparams *hp)
     if ((rc = get_int(c, "head_dim", hp->n_embd / hp->n_head, false, &hp->head_dim))) return rc;
     hp->head_dim_v = hp->head_dim;
     hp->n_rot = hp->head_dim;
-    hp->rope_style = CLB_ROPE_NEOX;
+    hp->rope_style = d->hf_rope_set ? d->hf_rope : CLB_ROPE_NEOX;
     get_token_id(c, "bos_token_id", &hp->bos_id);
     get_token_id(c, "eos_token_id", &hp->eos_id);
     if ((rc = parse_rope_scaling(c, hp))) return rc;
@@ -579,7 +638,7 @@ int clb_hparams_from_hf(const clb_arch_desc *d, const cJSON *c, clb_hparams *hp)
     hp->moe_step = 1;
     if (d->moe) {
         if ((rc = get_int(c, d->key_n_expert, 0, true, &hp->n_expert)) ||
-            (rc = get_int(c, "num_experts_per_tok", 0, true, &hp->n_expert_used)) ||
+            (rc = get_int(c, d->key_k ? d->key_k : "num_experts_per_tok", 0, true, &hp->n_expert_used)) ||
             (rc = get_int(c, d->key_ff_exp, 0, true, &hp->n_ff_exp)))
             return rc;
         if (d->norm_topk_key && (rc = get_bool(c, "norm_topk_prob", d->norm_topk, &hp->norm_topk)))
@@ -604,6 +663,7 @@ int clb_hparams_from_hf(const clb_arch_desc *d, const cJSON *c, clb_hparams *hp)
     }
     if (d->deepseek && (rc = parse_deepseek(d, c, hp))) return rc;
     if (d->ds_moe && (rc = parse_glm_moe(c, hp))) return rc;
+    if (d->ernie_moe && (rc = parse_ernie_moe(c, hp))) return rc;
     if (d->multipliers) {
         if ((rc = get_float(c, "embedding_multiplier", 1.0f, &hp->embd_mult)) ||
             (rc = get_float(c, "residual_multiplier", 1.0f, &hp->resid_mult)) ||
@@ -651,7 +711,7 @@ int clb_hparams_validate(const clb_hparams *hp) {
                  {"rope attention_factor", hp->rope_attn_factor}, {"clip_qkv", hp->clip_qkv},
                  {"routed scaling factor", hp->routed_scale}, {"embedding multiplier", hp->embd_mult},
                  {"residual multiplier", hp->resid_mult}, {"attention multiplier", hp->attn_mult},
-                 {"logits scaling", hp->logit_div}};
+                 {"logits scaling", hp->logit_div}, {"moe_norm_min", hp->norm_min}};
     for (size_t i = 0; i < CLB_ARRAY_LEN(reals); i++)
         CHECK(isfinite(reals[i].v), "config: %s is %g (must be a finite number)", reals[i].name, (double)reals[i].v);
     CHECK(hp->norm_eps > 0 && hp->norm_eps < 1, "config: rms_norm_eps %g out of range (0, 1)", (double)hp->norm_eps);
@@ -682,6 +742,7 @@ int clb_hparams_validate(const clb_hparams *hp) {
               "config: yarn mscale %g / mscale_all_dim %g out of range [-1000, 1000]", (double)hp->rope_mscale,
               (double)hp->rope_mscale_all_dim);
     }
+    CHECK(hp->norm_min >= 0 && hp->norm_min < 1, "config: moe_norm_min %g out of range [0, 1)", (double)hp->norm_min);
     CHECK(hp->clip_qkv >= 0 && hp->clip_qkv <= 1e6f, "config: clip_qkv %g out of range [0, 1e6]", (double)hp->clip_qkv);
     /* scales multiply activations: 0 means "not set"; larger than 1e4 overflows float soon */
     const struct {
@@ -764,7 +825,7 @@ static const field FIELDS[] = {
     FB("tie_embd", tie_embd), FB("qkv_bias", qkv_bias), FB("o_bias", o_bias), FI("qk_norm", qk_norm, false),
     FI("attn_kind", attn_kind, false), FI("q_lora_rank", q_lora_rank, false),
     FI("kv_lora_rank", kv_lora_rank, false), FI("router_score", router_score, false),
-    FB("norm_topk", norm_topk), FF("routed_scale", routed_scale), FI("n_group", n_group, false),
+    FB("norm_topk", norm_topk), FF("norm_min", norm_min), FF("routed_scale", routed_scale), FI("n_group", n_group, false),
     FI("topk_group", topk_group, false), FI("group_score", group_score, false), FB("score_bias", score_bias),
     FF("clip_qkv", clip_qkv), FI("rope_offset", rope_offset, false), FF("embd_mult", embd_mult),
     FF("resid_mult", resid_mult), FF("attn_mult", attn_mult), FF("logit_div", logit_div),
@@ -917,6 +978,7 @@ static const name_map HF_NAMES[] = {
     {"model.layers.{L}.mlp.shared_experts.up_proj.weight", "blk.{L}.ffn_up_shexp.weight"},
     {"model.layers.{L}.mlp.shared_experts.down_proj.weight", "blk.{L}.ffn_down_shexp.weight"},
     {"model.layers.{L}.mlp.gate.e_score_correction_bias", "blk.{L}.exp_probs_b.bias"},
+    {"model.layers.{L}.mlp.moe_statics.e_score_correction_bias", "blk.{L}.exp_probs_b.bias"}, /* ERNIE [1][E] */
     /* DeepSeek multi-head latent attention */
     {"model.layers.{L}.self_attn.q_a_proj.weight", "blk.{L}.attn_q_a.weight"},
     {"model.layers.{L}.self_attn.q_a_layernorm.weight", "blk.{L}.attn_q_a_norm.weight"},

@@ -88,6 +88,7 @@ typedef struct clb_hparams {
     /* router */
     int router_score;       /* clb_router_score */
     bool norm_topk;         /* renormalise the selected weights to sum 1 */
+    float norm_min;         /* ... dividing by at least this (ERNIE moe_norm_min; 0 = off) */
     float routed_scale;     /* multiplies the routed experts' sum (1 = none) */
     int n_group, topk_group; /* group-limited selection (0 = off) */
     int group_score;        /* a group's score: 0 = its best expert, 1 = sum of its best two */
@@ -146,6 +147,8 @@ const char *clb_arch_gguf_name(const clb_arch_desc *d);
 /* The canonical suffix of a tensor this family's GGUF files name differently (the part
    after "blk.L."), or NULL. */
 const char *clb_arch_gguf_rename(const clb_arch_desc *d, const char *suffix);
+/* true for an HF tensor the family's modeling code ignores on load (ERNIE's model.mtp_*). */
+bool clb_arch_hf_ignored(const clb_arch_desc *d, const char *hf);
 /* Comma-separated list of supported HF architectures (for error messages / docs). */
 const char *clb_arch_supported_list(void);
 

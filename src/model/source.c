@@ -181,6 +181,7 @@ static int open_hf(const char *path, clb_source *s) {
         if (s->hp.n_nextn > 0 && sscanf(t->name, "model.layers.%d.%n", &ml, &mlen) == 1 && mlen > 0 &&
             ml >= s->hp.n_layer && ml < s->hp.n_layer + s->hp.n_nextn)
             continue;
+        if (clb_arch_hf_ignored(desc, t->name)) continue;
         if (!clb_arch_map_hf_name(desc, t->name, o->name, sizeof o->name, &L, &E)) {
             /* buffers such as rotary_emb.inv_freq carry no weights */
             if (strstr(t->name, "rotary_emb.inv_freq")) continue;

@@ -86,6 +86,7 @@ int clb_route(const clb_router_cfg *c, const float *logits, float *scratch, int 
     if (c->norm_topk) {
         double sum = 0;
         for (int k = 0; k < k_used; k++) sum += w[k];
+        if (sum < c->norm_min) sum = c->norm_min; /* torch.clamp(sum, min=norm_min) */
         if (sum > 0)
             for (int k = 0; k < k_used; k++) w[k] = (float)(w[k] / sum);
     }

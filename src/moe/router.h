@@ -9,6 +9,7 @@ typedef struct clb_router_cfg {
     int k;              /* experts per token (run-time adjustable) */
     int score;          /* clb_router_score: softmax over all experts, or sigmoid */
     bool norm_topk;     /* renormalise the selected weights to sum 1 */
+    float norm_min;     /* the renormalising sum is at least this (ERNIE's moe_norm_min; 0 = off) */
     float scale;        /* routed_scaling_factor (1 = none) */
     int n_group, topk_group; /* group-limited selection; 0 = off */
     int group_score;    /* a group's score: 0 = its best choice, 1 = the sum of its best two */

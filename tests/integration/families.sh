@@ -178,4 +178,11 @@ if [ -f "$WORK/glm45/config.json" ]; then
     if "$COLIBRI" convert "$WORK/bad" -o "$WORK/bad.colibri" 2>"$WORK/err"; then fail "glm4moe: n_group 3 of 8 experts accepted"
     else grep -q "n_group 3" "$WORK/err" || fail "glm4moe n_group refusal does not name it: $(cat "$WORK/err")"; fi
 fi
+# ERNIE-4.5: biases on every projection (use_bias) are refused by name
+if [ -f "$WORK/ernie45/config.json" ]; then
+    rm -rf "$WORK/bad"; cp -r "$WORK/ernie45" "$WORK/bad"
+    sed -i 's/"use_bias": false/"use_bias": true/' "$WORK/bad/config.json"
+    if "$COLIBRI" convert "$WORK/bad" -o "$WORK/bad.colibri" 2>"$WORK/err"; then fail "ernie4_5_moe: use_bias=true accepted"
+    else grep -q "use_bias" "$WORK/err" || fail "ernie4_5_moe use_bias refusal does not name it: $(cat "$WORK/err")"; fi
+fi
 finish families

@@ -36,3 +36,14 @@ case_ glm45 --family glm4_moe --seed 32 --layers 3 --hidden 64 --heads 4 --kv-he
 case_ glm45-air --family glm4_moe --seed 33 --layers 2 --hidden 64 --heads 4 --kv-heads 1 --head-dim 24 \
     --experts 6 --top-k 1 --ff 32 --dense-ff 64 --first-dense 1 --shared-experts 2 --routed-scaling 1.5 \
     --partial-rotary 0.5 --nextn 1 --vocab 160
+# ERNIE-4.5 MoE (ernie4_5_moe): moe_k / moe_num_experts, softmax scores with the
+# moe_statics correction bias for selection, renormalised by max(sum, moe_norm_min), two
+# ungated shared experts, MoE layers from moe_layer_start_index by moe_layer_interval up to
+# moe_layer_end_index, rotation of adjacent pairs, tied embeddings, MTP weights skipped; a
+# moe_norm_min above the top-1 probability so that the clamp decides the weight
+case_ ernie45 --family ernie4_5_moe --seed 34 --layers 3 --hidden 64 --heads 4 --kv-heads 2 --head-dim 24 \
+    --experts 8 --top-k 3 --ff 32 --dense-ff 96 --first-dense 1 --shared-experts 2 --tie 1 --nextn 1 \
+    --rope-theta 500000 --vocab 192
+case_ ernie45-step --family ernie4_5_moe --seed 35 --layers 4 --hidden 64 --heads 4 --kv-heads 4 \
+    --experts 6 --top-k 1 --ff 32 --dense-ff 64 --first-dense 0 --sparse-step 2 --moe-end 2 --shared-experts 0 \
+    --norm-min 0.95 --vocab 160

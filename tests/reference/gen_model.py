@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Generates a tiny random Hugging Face model directory (config.json with the real HF key
 names, model.safetensors with HF tensor names and [out, in] layouts) for one of:
-  llama, mixtral, qwen2_moe, qwen3_moe, olmoe, deepseek_v2, deepseek_v3, granitemoe, glm4_moe.
+  llama, mixtral, qwen2_moe, qwen3_moe, olmoe, deepseek_v2, deepseek_v3, granitemoe, glm4_moe, ernie4_5_moe.
 
   gen_model.py --family mixtral --out DIR [--seed 1] [--dtype f32|f16|bf16] [--shards N]
                [--layers 2] [--hidden 128] [--heads 4] [--kv-heads 2] [--head-dim D]
@@ -42,7 +42,7 @@ import safetensors_np  # noqa: E402
 ARCH = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "mixtral": "MixtralForCausalLM", "qwen2_moe": "Qwen2MoeForCausalLM",
         "qwen3_moe": "Qwen3MoeForCausalLM", "olmoe": "OlmoeForCausalLM", "deepseek_v2": "DeepseekV2ForCausalLM",
         "deepseek_v3": "DeepseekV3ForCausalLM", "granitemoe": "GraniteMoeForCausalLM",
-        "glm4_moe": "Glm4MoeForCausalLM"}
+        "glm4_moe": "Glm4MoeForCausalLM", "ernie4_5_moe": "Ernie4_5_MoeForCausalLM"}
 
 
 def build_config(a):
@@ -124,6 +124,12 @@ def build_config(a):
                  num_nextn_predict_layers=a.nextn)
         if E % a.n_group:
             raise SystemExit("n_routed_experts must be a multiple of n_group")
+    elif f == "ernie4_5_moe":  # ERNIE-4.5: moe_* keys, softmax + correction bias, clamped renormalisation
+        c.update(intermediate_size=dense_ff, moe_intermediate_size=ff, moe_num_experts=E, moe_k=k,
+                 moe_num_shared_experts=a.shared_experts, moe_layer_start_index=a.first_dense,
+                 moe_layer_end_index=a.moe_end, moe_layer_interval=a.sparse_step, moe_norm_min=a.norm_min,
+                 use_bias=False, head_dim=a.head_dim or a.hidden // H, rope_theta=a.rope_theta,
+                 num_nextn_predict_layers=a.nextn)
     elif f == "granitemoe":
         c.update(intermediate_size=ff, num_local_experts=E, num_experts_per_tok=k, attention_bias=False,
                  embedding_multiplier=a.embedding_multiplier, residual_multiplier=a.residual_multiplier,
@@ -248,15 +254,34 @@ def tensor_shapes(c):
                 mlp(f"{p}mlp.experts.{e}.", c["moe_intermediate_size"])
             if c["n_shared_experts"]:
                 mlp(p + "mlp.shared_experts.", c["moe_intermediate_size"] * c["n_shared_experts"])
+        elif f == "ernie4_5_moe":
+            end = c["moe_layer_end_index"] if c["moe_layer_end_index"] != -1 else c["num_hidden_layers"] - 1
+            if not ((L + 1) % c["moe_layer_interval"] == 0 and c["moe_layer_start_index"] <= L <= end):
+                mlp(p + "mlp.", c["intermediate_size"])
+                continue
+            E = c["moe_num_experts"]
+            s[p + "mlp.gate.weight"] = ((E, h), "router")
+            s[p + "mlp.moe_statics.e_score_correction_bias"] = ((1, E), "ebias")
+            for e in range(E):
+                mlp(f"{p}mlp.experts.{e}.", c["moe_intermediate_size"])
+            if c["moe_num_shared_experts"]:
+                mlp(p + "mlp.shared_experts.", c["moe_intermediate_size"] * c["moe_num_shared_experts"])
         elif f == "granitemoe":
             E, ff = c["num_local_experts"], c["intermediate_size"]
             b = p + "block_sparse_moe."
             s[b + "router.layer.weight"] = ((E, h), "router")
             s[b + "input_linear.weight"] = ((E, 2 * ff, h), "linear")
             s[b + "output_linear.weight"] = ((E, h, ff), "linear")
+    if f == "ernie4_5_moe" and c.get("num_nextn_predict_layers"):  # ERNIE's MTP weights (model.mtp_*), ignored on load
+        s["model.mtp_emb_norm.0.weight"] = ((h,), "norm")
+        s["model.mtp_hidden_norm.0.weight"] = ((h,), "norm")
+        s["model.mtp_linear_proj.0.weight"] = ((h, 2 * h), "linear")
+        s["model.mtp_block.0.input_layernorm.weight"] = ((h,), "norm")
+        s["model.mtp_block.0.self_attn.q_proj.weight"] = ((H * hd, h), "linear")
     # multi-token-prediction layers after the last (GLM-4.5's num_nextn_predict_layers): a
     # decoder layer plus its projections, in the checkpoint but unused at inference
-    for L in range(c["num_hidden_layers"], c["num_hidden_layers"] + (c.get("num_nextn_predict_layers") or 0)):
+    for L in range(c["num_hidden_layers"], c["num_hidden_layers"] + (c.get("num_nextn_predict_layers") or 0)
+                   * (f == "glm4_moe")):
         p = f"model.layers.{L}."
         for nm in ("input_layernorm", "post_attention_layernorm", "enorm", "hnorm", "shared_head.norm"):
             s[p + nm + ".weight"] = ((h,), "norm")
@@ -424,7 +449,10 @@ def main(argv=None):
     ap.add_argument("--partial-rotary", type=float, default=0.5, help="glm4_moe: partial_rotary_factor")
     ap.add_argument("--attention-bias", type=int, default=1, help="glm4_moe: attention_bias (q/k/v)")
     ap.add_argument("--qk-norm", type=int, default=0, help="glm4_moe: use_qk_norm")
-    ap.add_argument("--nextn", type=int, default=0, help="glm4_moe: num_nextn_predict_layers (MTP tensors)")
+    ap.add_argument("--nextn", type=int, default=0,
+                    help="glm4_moe: num_nextn_predict_layers (MTP tensors); ernie4_5_moe: model.mtp_* tensors")
+    ap.add_argument("--moe-end", type=int, default=-1, help="ernie4_5_moe: moe_layer_end_index")
+    ap.add_argument("--norm-min", type=float, default=1e-12, help="ernie4_5_moe: moe_norm_min")
     ap.add_argument("--shared-experts", type=int, default=1)
     ap.add_argument("--n-group", type=int, default=1)
     ap.add_argument("--topk-group", type=int, default=0)

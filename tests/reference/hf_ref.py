@@ -3,7 +3,7 @@
 pass (eager attention, causal, batch 1) for the model families colibri supports:
 
   llama (also mistral / qwen2 / qwen3 dense), mixtral, qwen2_moe, qwen3_moe, olmoe,
-  deepseek_v2, deepseek_v3, granitemoe, glm4_moe.
+  deepseek_v2, deepseek_v3, granitemoe, glm4_moe, ernie4_5_moe.
 
 It reads an HF directory (config.json + model.safetensors, or shards with
 model.safetensors.index.json; F32/F16/BF16) and computes raw logits for every position.
@@ -366,6 +366,9 @@ def attn_standard(m, x, L, rope):
     if rd < hd:  # partial rotary (apply_rotary_pos_emb): the first rd dims rotate, the rest pass
         q = np.concatenate([rope_half(q[..., :rd], cos, sin), q[..., rd:]], axis=-1)
         k = np.concatenate([rope_half(k[..., :rd], cos, sin), k[..., rd:]], axis=-1)
+    elif m.family == "ernie4_5_moe":  # its apply_rotary_pos_emb rotates adjacent pairs
+        q = rope_interleaved(q, cos, sin)
+        k = rope_interleaved(k, cos, sin)
     else:
         q = rope_half(q, cos, sin)
         k = rope_half(k, cos, sin)
@@ -539,6 +542,21 @@ def route_glm4_moe(m, logits, L):
     return idx, w, np.minimum.reduce(margins)
 
 
+def route_ernie(m, logits, L):
+    """Ernie4_5_MoeSparseMoeBlock: softmax over all experts; top-k of softmax +
+    moe_statics.e_score_correction_bias; weights the softmax values divided by
+    clamp(their sum, min=moe_norm_min)."""
+    cfg = m.cfg
+    k = cfg["moe_k"]
+    probs = softmax(logits.astype(F32), axis=-1)
+    bias = m.w(f"model.layers.{L}.mlp.moe_statics.e_score_correction_bias").reshape(-1)
+    choice = (probs + bias[None, :]).astype(F32)
+    idx = _topk(choice, k)
+    w = np.take_along_axis(probs, idx, axis=1).astype(F32)
+    den = np.maximum(np.sum(w, axis=1, keepdims=True, dtype=F32), F32(cfg.get("moe_norm_min", 1e-12)))
+    return idx, (w / den).astype(F32), _margin_desc(choice, k)
+
+
 def moe_combine(m, x, idx, w, expert_fn):
     out = np.zeros_like(x, dtype=F32)
     for e in np.unique(idx):
@@ -597,6 +615,19 @@ def ffn(m, x, L, trace=None):
         if cfg.get("n_shared_experts"):
             out = (out + mlp(m, x, p + "mlp.shared_experts.")).astype(F32)
         return out
+    if fam == "ernie4_5_moe":
+        start, step = cfg.get("moe_layer_start_index", 1), cfg.get("moe_layer_interval", 1)
+        end = cfg.get("moe_layer_end_index", -1)
+        end = cfg["num_hidden_layers"] - 1 if end == -1 else end
+        if not ((L + 1) % step == 0 and start <= L <= end):
+            return mlp(m, x, p + "mlp.")
+        logits = linear(m, x, p + "mlp.gate.weight")
+        idx, w, mg = route_ernie(m, logits, L)
+        record(idx, mg)
+        out = moe_combine(m, x, idx, w, lambda e, xs: mlp(m, xs, f"{p}mlp.experts.{e}."))
+        if cfg.get("moe_num_shared_experts", 2):
+            out = (out + mlp(m, x, p + "mlp.shared_experts.")).astype(F32)
+        return out
     if fam == "granitemoe":
         pre = p + "block_sparse_moe."
         logits = linear(m, x, pre + "router.layer.weight")
@@ -615,7 +646,7 @@ def ffn(m, x, L, trace=None):
 
 
 FAMILIES = {"llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe", "olmoe",
-            "deepseek_v2", "deepseek_v3", "granitemoe", "glm4_moe"}
+            "deepseek_v2", "deepseek_v3", "granitemoe", "glm4_moe", "ernie4_5_moe"}
 
 
 # ----------------------------------------------------------------------------- forward

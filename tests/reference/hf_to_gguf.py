@@ -57,6 +57,7 @@ ARCH = {
     "Qwen2MoeForCausalLM": "qwen2moe", "Qwen3MoeForCausalLM": "qwen3moe", "OlmoeForCausalLM": "olmoe",
     "DeepseekV2ForCausalLM": "deepseek2", "DeepseekV3ForCausalLM": "deepseek2",
     "GraniteMoeForCausalLM": "granitemoe", "Glm4MoeForCausalLM": "glm4moe",
+    "Ernie4_5_MoeForCausalLM": "ernie4_5-moe",
 }
 
 # HF name (after "model.layers.N.") -> GGUF name (after "blk.N."); tensor_mapping.py facts
@@ -82,6 +83,7 @@ LAYER_NAMES = {
     "block_sparse_moe.router.layer": "ffn_gate_inp",
     "mlp.gate": "ffn_gate_inp",
     "mlp.gate.e_score_correction": "exp_probs_b",
+    "mlp.moe_statics.e_score_correction": "exp_probs_b",  # ERNIE
     "mlp.shared_expert_gate": "ffn_gate_inp_shexp",
     "mlp.shared_expert.gate_proj": "ffn_gate_shexp",
     "mlp.shared_expert.up_proj": "ffn_up_shexp",
@@ -317,6 +319,24 @@ def convert(hf_dir, name=None):
         if rope_type(c.get("rope_scaling")) not in ("", "default"):
             note(f"rope_scaling '{rope_type(c.get('rope_scaling'))}' is not written for glm4moe (dropped)")
 
+    elif arch == "ernie4_5-moe":  # Ernie4_5MoeModel
+        base_params(kv, c)
+        kv.u32("{arch}.expert_count", c["moe_num_experts"])
+        kv.u32("{arch}.expert_used_count", c["moe_k"])
+        kv.u32("{arch}.interleave_moe_layer_step", c["moe_layer_interval"])
+        kv.u32("{arch}.leading_dense_block_count", c["moe_layer_start_index"])
+        kv.u32("{arch}.expert_feed_forward_length", c["moe_intermediate_size"])
+        n_sh = c.get("moe_num_shared_experts")
+        if n_sh is not None:
+            kv.u32("{arch}.expert_shared_count", n_sh)
+            if n_sh > 0:  # as that converter computes it; readers use count x expert width
+                kv.u32("{arch}.expert_shared_feed_forward_length", c["intermediate_size"] // c["num_key_value_heads"])
+        if c.get("moe_norm_min", 1e-12) != 1e-12:
+            note("ernie4_5-moe: moe_norm_min cannot be stored; llama.cpp divides by the plain sum")
+            eff["moe_norm_min"] = 1e-12
+        if c.get("moe_layer_end_index", -1) not in (-1, c["num_hidden_layers"] - 1):
+            note("ernie4_5-moe: moe_layer_end_index is not written (the layers' tensors say which are MoE)")
+
     # ---- tensors ----
     out = []
     extra = []
@@ -329,6 +349,8 @@ def convert(hf_dir, name=None):
             out.append((GLOBAL_NAMES[hf], a))
             continue
         parts = hf.split(".")
+        if arch == "ernie4_5-moe" and hf.startswith("model.mtp_"):  # MTP weights: skipped
+            continue
         if parts[:2] != ["model", "layers"] or not parts[2].isdecimal():
             raise SystemExit(f"hf_to_gguf: cannot map tensor {hf!r}")
         L = int(parts[2])
@@ -359,7 +381,7 @@ def convert(hf_dir, name=None):
         if stem not in LAYER_NAMES:
             raise SystemExit(f"hf_to_gguf: cannot map tensor {hf!r}")
         out.append((f"blk.{L}.{LAYER_NAMES[stem]}.{suffix}", a))
-    n_exp = c.get("num_local_experts") or c.get("num_experts") or c.get("n_routed_experts")
+    n_exp = c.get("num_local_experts") or c.get("num_experts") or c.get("n_routed_experts") or c.get("moe_num_experts")
     for (L, kind), d in sorted(experts.items()):
         if sorted(d) != list(range(n_exp)):
             raise SystemExit(f"hf_to_gguf: layer {L} {kind}: experts {sorted(d)} of {n_exp}")
