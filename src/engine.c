@@ -27,11 +27,12 @@ static void attention(colibri_engine_t *e, const clb_layer *L, int l, int n) {
 
 /* ---- feed-forward ---- */
 
-/* y[t] = down(silu(gate x[t]) * up x[t]) for n rows of x; widths from the weights. */
+/* y[t] = down(act(gate x[t]) * up x[t]) for n rows of x (act: SiLU, or ReLU); widths from
+   the weights. */
 static void swiglu(colibri_engine_t *e, const clb_weight *g, const clb_weight *u, const clb_weight *d,
                    const float *x, int n, float *y) {
     const int64_t E = e->hp->n_embd;
-    clb_ffn_swiglu(&e->mm, g, u, d, x, E, n, e->ff_g, e->ff_u, y, E);
+    clb_ffn_glu(&e->mm, e->hp->ffn_act, g, u, d, x, E, n, e->ff_g, e->ff_u, y, E);
 }
 
 /* ---- expert memory hierarchy (docs/MEMORY.md): batch union + router lookahead ---- */
@@ -164,12 +165,12 @@ static int xp_exchange_begin(colibri_engine_t *e, int l) {
    expert, then run the gate and up projections of every selected expert in one parallel
    dispatch, SwiGLU, and every down projection in a second one. Each expert's weights
    stream once per batch (batch union); experts of any dtype mix share the dispatches. */
-static int moe(colibri_engine_t *e, const clb_layer *L, int l, int n) {
+/* Routes every token of the batch from the n rows of in (the FFN input, or for a router
+   placed before attention the layer's input): sel / sel_w / tok_k and each expert's count. */
+static void route_batch(colibri_engine_t *e, const clb_layer *L, int l, int n, const float *in) {
     const clb_hparams *hp = e->hp;
-    const int64_t E = hp->n_embd, ff = hp->n_ff_exp;
     const int ne = hp->n_expert, kc = e->k_cap;
-    /* 1. route every token */
-    clb_matmul(&e->mm, &L->router, e->xn, E, n, e->r_logits, ne);
+    clb_matmul(&e->mm, &L->router, in, hp->n_embd, n, e->r_logits, ne);
     clb_router_cfg rc = e->router;
     rc.bias = L->router_bias.data;
     memset(e->e_count, 0, sizeof(int) * (size_t)ne);
@@ -178,6 +179,24 @@ static int moe(colibri_engine_t *e, const clb_layer *L, int l, int n) {
         for (int s = 0; s < e->tok_k[t]; s++) e->e_count[e->sel[t * kc + s]]++;
     }
     memcpy(e->last_route + (int64_t)l * ne, e->e_count, sizeof(int) * (size_t)ne); /* colibri_expert_state */
+}
+
+/* A router before attention (SmallThinker): the layer's routing is known before its
+   attention runs, so every selected expert is asked for now and the store's I/O threads
+   read them while attention computes (with lookahead on; a hint, as in moe_prefetch). */
+static void route_early(colibri_engine_t *e, const clb_layer *L, int l, int n) {
+    route_batch(e, L, l, n, e->x);
+    if (!e->lookahead) return;
+    for (int x = 0; x < e->hp->n_expert; x++)
+        if (e->e_count[x] && clb_xp_mine(e, l, x)) clb_store_request(e->model->store, l, x, CLB_PRIO_DEMAND);
+}
+
+static int moe(colibri_engine_t *e, const clb_layer *L, int l, int n) {
+    const clb_hparams *hp = e->hp;
+    const int64_t E = hp->n_embd, ff = hp->n_ff_exp;
+    const int ne = hp->n_expert, kc = e->k_cap;
+    /* 1. route every token (done before attention when the router reads the layer's input) */
+    if (!hp->router_pre_attn) route_batch(e, L, l, n, e->xn);
     double t_mark = clb_now(); /* router output: scheduling time starts */
     e->stats.moe_layer_runs++;
     /* 2. assignments grouped by expert */
@@ -225,7 +244,7 @@ static int moe(colibri_engine_t *e, const clb_layer *L, int l, int n) {
         e->e_idx[nj] = x;
         e->jobs[nj++] = (clb_mm_job){.w = &w->gate, .xq = xq, .xq_stride = stride, .n_tok = cnt,
                                      .y = e->ff_g + a0 * ff, .y_stride = ff, .up = &w->up, .xq_up = xu,
-                                     .xq_up_stride = stride_u, .y_up = e->ff_u + a0 * ff};
+                                     .xq_up_stride = stride_u, .y_up = e->ff_u + a0 * ff, .act = hp->ffn_act};
     }
     if (!st) {
         /* the hidden rows' conversion for the down projections happens in the first dispatch,
@@ -359,6 +378,7 @@ int clb_engine_batch(colibri_engine_t *e, const int32_t *tokens, const int32_t *
     for (int l = 0; l < hp->n_layer; l++) {
         const clb_layer *L = &m->layers[l];
         double t0 = clb_now();
+        if (L->is_moe && hp->router_pre_attn) route_early(e, L, l, n);
         attention(e, L, l, n);
         double t1 = clb_now();
         if ((rc = finite_check(e->x, n, E, "attention", l, e->b_pos))) return rc;

@@ -56,6 +56,11 @@ struct clb_arch_desc {
     int hf_rope;                  /* rope style of the HF code (CLB_ROPE_NEOX unless set) */
     bool hf_rope_set;
     const char *hf_skip_prefix;   /* HF tensors the modeling code ignores on load (MTP weights) */
+    /* SmallThinker style */
+    bool smallthinker;            /* router before attention on the layer's input, ReGLU experts,
+                                     moe_primary_router_apply_softmax, rope_layout (NoPE layers),
+                                     sliding_window_layout + sliding_window_size */
+    bool no_gguf;                 /* this family's GGUF files are refused (keys not read) */
 };
 
 static const clb_arch_desc ARCHS[] = {
@@ -222,6 +227,21 @@ static const clb_arch_desc ARCHS[] = {
         .gguf_norm_topk = true,
         .hf_skip_prefix = "model.mtp_",
     },
+    /* ---- SmallThinker (SmallThinker-4B-A0.6B, -21B-A3B; remote code modeling_smallthinker.py) ---- */
+    {
+        .name = "smallthinker",
+        .hf_arch = {"SmallThinkerForCausalLM"},
+        .hf_model_type = {"smallthinker"},
+        .gguf_arch = "smallthinker",
+        .moe = true,
+        .key_n_expert = "moe_num_primary_experts",
+        .key_ff_exp = "moe_ffn_hidden_size",
+        .key_k = "moe_num_active_primary_experts",
+        .norm_topk = true,
+        .smallthinker = true,
+        .tie_default = true,
+        .no_gguf = true, /* llama.cpp's name; ik_llama.cpp defines none: its layout keys are not read */
+    },
 };
 
 static bool str_in(const char *s, const char *const *list, int n) {
@@ -269,7 +289,12 @@ const clb_arch_desc *clb_arch_by_name(const char *name) {
 
 const clb_arch_desc *clb_arch_from_gguf_name(const char *gguf_arch) {
     for (size_t i = 0; i < CLB_ARRAY_LEN(ARCHS); i++)
-        if (strcmp(ARCHS[i].gguf_arch, gguf_arch) == 0) return &ARCHS[i];
+        if (strcmp(ARCHS[i].gguf_arch, gguf_arch) == 0) {
+            if (!ARCHS[i].no_gguf) return &ARCHS[i];
+            clb_err(COLIBRI_ERR_UNSUPPORTED,
+                    "GGUF architecture '%s' is not supported (convert its Hugging Face directory instead)", gguf_arch);
+            return NULL;
+        }
     clb_err(COLIBRI_ERR_UNSUPPORTED, "unsupported GGUF architecture '%s'", gguf_arch);
     return NULL;
 }
@@ -482,6 +507,52 @@ static int parse_ernie_moe(const cJSON *c, clb_hparams *hp) {
     return COLIBRI_OK;
 }
 
+/* SmallThinker (SmallThinkerDecoderLayer / MoeBlock): the primary router reads the layer's
+   input (before input_layernorm and attention); top-k of its logits, then softmax over
+   those k (moe_primary_router_apply_softmax) or their sigmoids divided by their sum — the
+   same as scoring every expert and renormalising the top k; experts up * relu(gate); rope
+   only on layers with rope_layout 1; sliding_window_size on layers with
+   sliding_window_layout 1. */
+static int layout_list(const cJSON *c, const char *k, int n_layer, bool def, uint8_t *out) {
+    const cJSON *v = key(c, k);
+    for (int l = 0; l < n_layer; l++) out[l] = def;
+    if (!v || cJSON_IsNull(v)) return COLIBRI_OK;
+    if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) != n_layer)
+        return clb_err(COLIBRI_ERR_FORMAT, "config.json: '%s' must list the %d layers", k, n_layer);
+    for (int l = 0; l < n_layer; l++) {
+        const cJSON *it = cJSON_GetArrayItem(v, l);
+        if (!cJSON_IsNumber(it) || (it->valuedouble != 0 && it->valuedouble != 1))
+            return clb_err(COLIBRI_ERR_FORMAT, "config.json: '%s'[%d] must be 0 or 1", k, l);
+        out[l] = it->valuedouble == 1;
+    }
+    return COLIBRI_OK;
+}
+
+static int parse_smallthinker(const cJSON *c, clb_hparams *hp) {
+    bool sm = false;
+    int rc, sw = 4096;
+    uint8_t rope[CLB_MAX_LAYERS], swa[CLB_MAX_LAYERS];
+    if ((rc = get_bool(c, "moe_primary_router_apply_softmax", false, &sm)) ||
+        (rc = get_int(c, "sliding_window_size", 4096, false, &sw)) ||
+        (rc = layout_list(c, "rope_layout", hp->n_layer, true, rope)) ||
+        (rc = layout_list(c, "sliding_window_layout", hp->n_layer, false, swa)))
+        return rc;
+    hp->router_score = sm ? CLB_SCORE_SOFTMAX : CLB_SCORE_SIGMOID;
+    hp->norm_topk = true;
+    hp->router_pre_attn = true;
+    hp->ffn_act = CLB_ACT_RELU;
+    bool any = false;
+    for (int l = 0; l < hp->n_layer; l++) any |= !rope[l] || swa[l];
+    if (!any) return COLIBRI_OK;
+    if (sw <= 0) return clb_err(COLIBRI_ERR_FORMAT, "config.json: sliding_window_size %d must be positive", sw);
+    if (!clb_hparams_attn_layers(hp)) return clb_err(COLIBRI_ERR_NOMEM, "out of memory");
+    for (int l = 0; l < hp->n_layer; l++) {
+        hp->attn_layers[l].no_rope = !rope[l];
+        hp->attn_layers[l].window = swa[l] ? sw : 0;
+    }
+    return COLIBRI_OK;
+}
+
 static int parse_deepseek(const clb_arch_desc *d, const cJSON *c, clb_hparams *hp) {
     int rc, nope = 0, rope = 0, vd = 0, freq = 1;
     hp->attn_kind = CLB_ATTN_MLA;
@@ -664,6 +735,7 @@ int clb_hparams_from_hf(const clb_arch_desc *d, const cJSON *c, clb_hparams *hp)
     if (d->deepseek && (rc = parse_deepseek(d, c, hp))) return rc;
     if (d->ds_moe && (rc = parse_glm_moe(c, hp))) return rc;
     if (d->ernie_moe && (rc = parse_ernie_moe(c, hp))) return rc;
+    if (d->smallthinker && (rc = parse_smallthinker(c, hp))) return rc;
     if (d->multipliers) {
         if ((rc = get_float(c, "embedding_multiplier", 1.0f, &hp->embd_mult)) ||
             (rc = get_float(c, "residual_multiplier", 1.0f, &hp->resid_mult)) ||
@@ -742,6 +814,7 @@ int clb_hparams_validate(const clb_hparams *hp) {
               "config: yarn mscale %g / mscale_all_dim %g out of range [-1000, 1000]", (double)hp->rope_mscale,
               (double)hp->rope_mscale_all_dim);
     }
+    CHECK(hp->ffn_act == CLB_ACT_SILU || hp->ffn_act == CLB_ACT_RELU, "config: FFN activation %d unknown", hp->ffn_act);
     CHECK(hp->norm_min >= 0 && hp->norm_min < 1, "config: moe_norm_min %g out of range [0, 1)", (double)hp->norm_min);
     CHECK(hp->clip_qkv >= 0 && hp->clip_qkv <= 1e6f, "config: clip_qkv %g out of range [0, 1e6]", (double)hp->clip_qkv);
     /* scales multiply activations: 0 means "not set"; larger than 1e4 overflows float soon */
@@ -825,7 +898,7 @@ static const field FIELDS[] = {
     FB("tie_embd", tie_embd), FB("qkv_bias", qkv_bias), FB("o_bias", o_bias), FI("qk_norm", qk_norm, false),
     FI("attn_kind", attn_kind, false), FI("q_lora_rank", q_lora_rank, false),
     FI("kv_lora_rank", kv_lora_rank, false), FI("router_score", router_score, false),
-    FB("norm_topk", norm_topk), FF("norm_min", norm_min), FF("routed_scale", routed_scale), FI("n_group", n_group, false),
+    FI("ffn_act", ffn_act, false), FB("router_pre_attn", router_pre_attn), FB("norm_topk", norm_topk), FF("norm_min", norm_min), FF("routed_scale", routed_scale), FI("n_group", n_group, false),
     FI("topk_group", topk_group, false), FI("group_score", group_score, false), FB("score_bias", score_bias),
     FF("clip_qkv", clip_qkv), FI("rope_offset", rope_offset, false), FF("embd_mult", embd_mult),
     FF("resid_mult", resid_mult), FF("attn_mult", attn_mult), FF("logit_div", logit_div),
@@ -969,6 +1042,11 @@ static const name_map HF_NAMES[] = {
     {"model.layers.{L}.block_sparse_moe.experts.{E}.w1.weight", "blk.{L}.ffn_gate.{E}.weight"},
     {"model.layers.{L}.block_sparse_moe.experts.{E}.w3.weight", "blk.{L}.ffn_up.{E}.weight"},
     {"model.layers.{L}.block_sparse_moe.experts.{E}.w2.weight", "blk.{L}.ffn_down.{E}.weight"},
+    /* SmallThinker */
+    {"model.layers.{L}.block_sparse_moe.primary_router.weight", "blk.{L}.ffn_gate_inp.weight"},
+    {"model.layers.{L}.block_sparse_moe.experts.{E}.gate.weight", "blk.{L}.ffn_gate.{E}.weight"},
+    {"model.layers.{L}.block_sparse_moe.experts.{E}.up.weight", "blk.{L}.ffn_up.{E}.weight"},
+    {"model.layers.{L}.block_sparse_moe.experts.{E}.down.weight", "blk.{L}.ffn_down.{E}.weight"},
     /* Qwen-MoE, OLMoE, DeepSeek routed and shared experts */
     {"model.layers.{L}.mlp.shared_expert.gate_proj.weight", "blk.{L}.ffn_gate_shexp.weight"},
     {"model.layers.{L}.mlp.shared_expert.up_proj.weight", "blk.{L}.ffn_up_shexp.weight"},

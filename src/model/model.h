@@ -21,6 +21,7 @@ typedef enum { CLB_ROPE_NEOX = 0, CLB_ROPE_NORM = 1 } clb_rope_style; /* rotate-
 typedef enum { CLB_QKNORM_NONE = 0, CLB_QKNORM_HEAD = 1, CLB_QKNORM_FULL = 2 } clb_qknorm;
 typedef enum { CLB_SCORE_SOFTMAX = 0, CLB_SCORE_SIGMOID = 1 } clb_router_score;
 typedef enum { CLB_ATTN_GQA = 0, CLB_ATTN_MLA = 1 } clb_attn_kind;
+typedef enum { CLB_ACT_SILU = 0, CLB_ACT_RELU = 1 } clb_ffn_act; /* the gate's activation: SwiGLU / ReGLU */
 typedef enum {
     CLB_ROPE_SCALING_NONE = 0,
     CLB_ROPE_SCALING_LINEAR = 1,
@@ -85,7 +86,9 @@ typedef struct clb_hparams {
     float clip_qkv;         /* clamp q, k, v to [-c, c] (OLMoE clip_qkv); 0 = off */
     int rope_offset;        /* first rotated dim of each head (MLA: after the no-rope part) */
     int q_lora_rank, kv_lora_rank; /* MLA */
+    int ffn_act;            /* clb_ffn_act of every gated FFN (dense, shared and routed experts) */
     /* router */
+    bool router_pre_attn;   /* the router reads the layer's input, before attention (SmallThinker) */
     int router_score;       /* clb_router_score */
     bool norm_topk;         /* renormalise the selected weights to sum 1 */
     float norm_min;         /* ... dividing by at least this (ERNIE moe_norm_min; 0 = off) */

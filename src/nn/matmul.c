@@ -100,7 +100,8 @@ static void jobs_range(const jobs_task *t, int64_t lo, int64_t hi) {
         rows_of(t->c->k, jb->up, r0, r1, jb->xq_up, jb->xq_up_stride, jb->n_tok, jb->y_up, jb->y_stride);
         for (int i = 0; i < jb->n_tok; i++) {
             float *h = jb->y + i * jb->y_stride;
-            clb_silu_mul(h + r0, jb->y_up + i * jb->y_stride + r0, r1 - r0);
+            if (jb->act == CLB_ACT_RELU) clb_relu_mul(h + r0, jb->y_up + i * jb->y_stride + r0, r1 - r0);
+            else clb_silu_mul(h + r0, jb->y_up + i * jb->y_stride + r0, r1 - r0);
             if (jb->hq) clb_mm_convert_range(t->c, jb->hq + jb->hq_stride * (uint64_t)i, jb->h_dtype, rows, h, r0, r1);
         }
     }
@@ -180,7 +181,12 @@ uint8_t *clb_mm_chain_down(clb_mm_job *gu, const clb_weight *down, float *y, int
 void clb_ffn_swiglu(const clb_mm_ctx *c, const clb_weight *g, const clb_weight *u, const clb_weight *down,
                     const float *x, int64_t x_stride, int n_tok, float *h, float *h_scratch, float *y,
                     int64_t y_stride) {
-    clb_mm_job j = {.w = g, .up = u, .n_tok = n_tok, .y = h, .y_up = h_scratch, .y_stride = g->rows}, d;
+    clb_ffn_glu(c, CLB_ACT_SILU, g, u, down, x, x_stride, n_tok, h, h_scratch, y, y_stride);
+}
+
+void clb_ffn_glu(const clb_mm_ctx *c, int act, const clb_weight *g, const clb_weight *u, const clb_weight *down,
+                 const float *x, int64_t x_stride, int n_tok, float *h, float *h_scratch, float *y, int64_t y_stride) {
+    clb_mm_job j = {.w = g, .up = u, .n_tok = n_tok, .y = h, .y_up = h_scratch, .y_stride = g->rows, .act = act}, d;
     uint8_t *q = convert_pair(c, c->qbuf, g, u, x, x_stride, n_tok, &j, &j.xq_up, &j.xq_up_stride);
     clb_mm_chain_down(&j, down, y, y_stride, q, &d);
     clb_matmul_jobs(c, &j, 1, NULL);

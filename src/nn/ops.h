@@ -15,6 +15,8 @@ void clb_rmsnorm(float *out, const float *x, const float *w, int64_t n, float ep
 void clb_softmax(float *x, int64_t n);
 /* g[i] = silu(g[i]) * u[i] */
 void clb_silu_mul(float *g, const float *u, int64_t n);
+/* g[i] = max(g[i], 0) * u[i] (ReGLU, SmallThinker's experts) */
+void clb_relu_mul(float *g, const float *u, int64_t n);
 static inline float clb_sigmoid(float x) {
     return 1.0f / (1.0f + __builtin_expf(-x));
 }
@@ -74,6 +76,7 @@ typedef struct clb_mm_job {
     int h_dtype;           /* with hq: y converted for a weight of this dtype */
     uint8_t *hq;
     uint64_t hq_stride;
+    int act;               /* gated job's activation on y: clb_ffn_act (0 = SiLU) */
 } clb_mm_job;
 /* t_enter: NULL, or [pool size] times (clb_now) at which each thread began its share. */
 void clb_matmul_jobs(const clb_mm_ctx *c, const clb_mm_job *jobs, int n_jobs, double *t_enter);
@@ -82,6 +85,9 @@ void clb_matmul_jobs(const clb_mm_ctx *c, const clb_mm_job *jobs, int n_jobs, do
 void clb_ffn_swiglu(const clb_mm_ctx *c, const clb_weight *g, const clb_weight *u, const clb_weight *down,
                     const float *x, int64_t x_stride, int n_tok, float *h, float *h_scratch, float *y,
                     int64_t y_stride);
+/* The same with the gate's activation act (clb_ffn_act: SiLU, or ReLU for ReGLU). */
+void clb_ffn_glu(const clb_mm_ctx *c, int act, const clb_weight *g, const clb_weight *u, const clb_weight *down,
+                 const float *x, int64_t x_stride, int n_tok, float *h, float *h_scratch, float *y, int64_t y_stride);
 /* Makes d the down projection of SwiGLU job gu (down's columns are gu's rows), output y:
    for a quantized down weight gu also converts its output at q (returns q past those rows),
    for an f32 one d reads gu's float output (returns q). */

@@ -35,6 +35,13 @@ case_() {
 }
 
 . "$ROOT/tests/reference/family_cases.sh"
+# SmallThinker (HF directory only: no peer here defines its GGUF layout): the router reads
+# the layer's input before attention, ReGLU experts, sigmoid-renormalised or softmax top-k,
+# NoPE and sliding-window layers by rope_layout / sliding_window_layout, tied embeddings
+case_ smallthinker --family smallthinker --seed 36 --layers 3 --hidden 64 --heads 4 --kv-heads 2 --head-dim 16 \
+    --experts 8 --top-k 2 --ff 32 --nope-layers 1 --swa-layers 2 --sliding-window 6 --tie 1 --vocab 192
+case_ smallthinker-sm --family smallthinker --seed 37 --layers 2 --hidden 64 --heads 4 --kv-heads 1 \
+    --experts 6 --top-k 3 --ff 48 --router-softmax 1 --tie 0 --vocab 160
 
 # dense Qwen2 (q/k/v biases) and Qwen3 (per-head q/k norm): derived from a generated llama
 # by renaming the architecture and adding the tensors the family has

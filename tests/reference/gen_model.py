@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Generates a tiny random Hugging Face model directory (config.json with the real HF key
 names, model.safetensors with HF tensor names and [out, in] layouts) for one of:
-  llama, mixtral, qwen2_moe, qwen3_moe, olmoe, deepseek_v2, deepseek_v3, granitemoe, glm4_moe, ernie4_5_moe.
+  llama, mixtral, qwen2_moe, qwen3_moe, olmoe, deepseek_v2, deepseek_v3, granitemoe, glm4_moe, ernie4_5_moe, smallthinker.
 
   gen_model.py --family mixtral --out DIR [--seed 1] [--dtype f32|f16|bf16] [--shards N]
                [--layers 2] [--hidden 128] [--heads 4] [--kv-heads 2] [--head-dim D]
@@ -42,7 +42,8 @@ import safetensors_np  # noqa: E402
 ARCH = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "mixtral": "MixtralForCausalLM", "qwen2_moe": "Qwen2MoeForCausalLM",
         "qwen3_moe": "Qwen3MoeForCausalLM", "olmoe": "OlmoeForCausalLM", "deepseek_v2": "DeepseekV2ForCausalLM",
         "deepseek_v3": "DeepseekV3ForCausalLM", "granitemoe": "GraniteMoeForCausalLM",
-        "glm4_moe": "Glm4MoeForCausalLM", "ernie4_5_moe": "Ernie4_5_MoeForCausalLM"}
+        "glm4_moe": "Glm4MoeForCausalLM", "ernie4_5_moe": "Ernie4_5_MoeForCausalLM",
+        "smallthinker": "SmallThinkerForCausalLM"}
 
 
 def build_config(a):
@@ -130,6 +131,15 @@ def build_config(a):
                  moe_layer_end_index=a.moe_end, moe_layer_interval=a.sparse_step, moe_norm_min=a.norm_min,
                  use_bias=False, head_dim=a.head_dim or a.hidden // H, rope_theta=a.rope_theta,
                  num_nextn_predict_layers=a.nextn)
+    elif f == "smallthinker":  # router before attention, ReGLU experts, NoPE / sliding layers by layout
+        del c["hidden_act"]
+        nope = [int(x) for x in a.nope_layers.split(",") if x] if a.nope_layers else []
+        swl = [int(x) for x in a.swa_layers.split(",") if x] if a.swa_layers else []
+        c.update(moe_num_primary_experts=E, moe_ffn_hidden_size=ff, moe_num_active_primary_experts=k,
+                 moe_primary_router_apply_softmax=bool(a.router_softmax), head_dim=a.head_dim or a.hidden // H,
+                 rope_layout=[0 if L in nope else 1 for L in range(a.layers)],
+                 sliding_window_layout=[1 if L in swl else 0 for L in range(a.layers)],
+                 sliding_window_size=a.sliding_window or 4096, norm_topk_prob=True)
     elif f == "granitemoe":
         c.update(intermediate_size=ff, num_local_experts=E, num_experts_per_tok=k, attention_bias=False,
                  embedding_multiplier=a.embedding_multiplier, residual_multiplier=a.residual_multiplier,
@@ -266,6 +276,12 @@ def tensor_shapes(c):
                 mlp(f"{p}mlp.experts.{e}.", c["moe_intermediate_size"])
             if c["moe_num_shared_experts"]:
                 mlp(p + "mlp.shared_experts.", c["moe_intermediate_size"] * c["moe_num_shared_experts"])
+        elif f == "smallthinker":
+            E = c["moe_num_primary_experts"]
+            b = p + "block_sparse_moe."
+            s[b + "primary_router.weight"] = ((E, h), "router")
+            for e in range(E):
+                mlp(f"{b}experts.{e}.", c["moe_ffn_hidden_size"], ("gate", "up", "down"))
         elif f == "granitemoe":
             E, ff = c["num_local_experts"], c["intermediate_size"]
             b = p + "block_sparse_moe."
@@ -453,6 +469,9 @@ def main(argv=None):
                     help="glm4_moe: num_nextn_predict_layers (MTP tensors); ernie4_5_moe: model.mtp_* tensors")
     ap.add_argument("--moe-end", type=int, default=-1, help="ernie4_5_moe: moe_layer_end_index")
     ap.add_argument("--norm-min", type=float, default=1e-12, help="ernie4_5_moe: moe_norm_min")
+    ap.add_argument("--router-softmax", type=int, default=0, help="smallthinker: moe_primary_router_apply_softmax")
+    ap.add_argument("--nope-layers", help="smallthinker: layers with rope_layout 0, e.g. 1,3")
+    ap.add_argument("--swa-layers", help="smallthinker: layers with sliding_window_layout 1 (--sliding-window size)")
     ap.add_argument("--shared-experts", type=int, default=1)
     ap.add_argument("--n-group", type=int, default=1)
     ap.add_argument("--topk-group", type=int, default=0)

@@ -3,7 +3,7 @@
 pass (eager attention, causal, batch 1) for the model families colibri supports:
 
   llama (also mistral / qwen2 / qwen3 dense), mixtral, qwen2_moe, qwen3_moe, olmoe,
-  deepseek_v2, deepseek_v3, granitemoe, glm4_moe, ernie4_5_moe.
+  deepseek_v2, deepseek_v3, granitemoe, glm4_moe, ernie4_5_moe, smallthinker (remote code modeling_smallthinker.py).
 
 It reads an HF directory (config.json + model.safetensors, or shards with
 model.safetensors.index.json; F32/F16/BF16) and computes raw logits for every position.
@@ -318,6 +318,9 @@ def _attn_pattern(m, layer):
     cfg = m.cfg
     if m.family == "llama":
         return None, None
+    if m.family == "smallthinker":  # SmallThinkerAttention: sliding_window_layout / _size
+        swl = cfg.get("sliding_window_layout")
+        return (cfg.get("sliding_window_size", 4096) if swl and swl[layer] else None), None
     qwen = m.family in ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe")
     sw = cfg.get("sliding_window")
     if qwen and not cfg.get("use_sliding_window"):
@@ -363,7 +366,9 @@ def attn_standard(m, x, L, rope):
         k = rmsnorm(k, m.w(p + "k_norm.weight"), eps)
     cos, sin = rope
     rd = 2 * cos.shape[-1]
-    if rd < hd:  # partial rotary (apply_rotary_pos_emb): the first rd dims rotate, the rest pass
+    if m.family == "smallthinker" and not (cfg.get("rope_layout") or [1] * (L + 1))[L]:
+        pass  # a NoPE layer: position_embeddings None
+    elif rd < hd:  # partial rotary (apply_rotary_pos_emb): the first rd dims rotate, the rest pass
         q = np.concatenate([rope_half(q[..., :rd], cos, sin), q[..., rd:]], axis=-1)
         k = np.concatenate([rope_half(k[..., :rd], cos, sin), k[..., rd:]], axis=-1)
     elif m.family == "ernie4_5_moe":  # its apply_rotary_pos_emb rotates adjacent pairs
@@ -557,6 +562,21 @@ def route_ernie(m, logits, L):
     return idx, (w / den).astype(F32), _margin_desc(choice, k)
 
 
+def route_smallthinker(m, logits):
+    """SmallThinkerMoeBlock: top-k of the router logits, then softmax over those k
+    (moe_primary_router_apply_softmax) or their sigmoids divided by their sum."""
+    cfg = m.cfg
+    k = cfg["moe_num_active_primary_experts"]
+    idx = _topk(logits, k)
+    sel = np.take_along_axis(logits, idx, axis=1).astype(F32)
+    if cfg.get("moe_primary_router_apply_softmax", False):
+        w = softmax(sel, axis=-1)
+    else:
+        sg = sigmoid(sel)
+        w = (sg / np.sum(sg, axis=1, keepdims=True, dtype=F32)).astype(F32)
+    return idx, w, _margin_desc(sigmoid(logits), k)
+
+
 def moe_combine(m, x, idx, w, expert_fn):
     out = np.zeros_like(x, dtype=F32)
     for e in np.unique(idx):
@@ -628,6 +648,18 @@ def ffn(m, x, L, trace=None):
         if cfg.get("moe_num_shared_experts", 2):
             out = (out + mlp(m, x, p + "mlp.shared_experts.")).astype(F32)
         return out
+    if fam == "smallthinker":  # the router reads the layer's input (m.router_input), before attention
+        pre = p + "block_sparse_moe."
+        logits = linear(m, m.router_input, pre + "primary_router.weight")
+        idx, w, mg = route_smallthinker(m, logits)
+        record(idx, mg)
+
+        def expert(e, xs):  # up * relu(gate), then down
+            q = f"{pre}experts.{e}."
+            g = linear(m, xs, q + "gate.weight")
+            hh = (linear(m, xs, q + "up.weight") * np.maximum(g, F32(0))).astype(F32)
+            return linear(m, hh, q + "down.weight")
+        return moe_combine(m, x, idx, w, expert)
     if fam == "granitemoe":
         pre = p + "block_sparse_moe."
         logits = linear(m, x, pre + "router.layer.weight")
@@ -646,7 +678,8 @@ def ffn(m, x, L, trace=None):
 
 
 FAMILIES = {"llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe", "olmoe",
-            "deepseek_v2", "deepseek_v3", "granitemoe", "glm4_moe", "ernie4_5_moe"}
+            "deepseek_v2", "deepseek_v3", "granitemoe", "glm4_moe", "ernie4_5_moe",
+            "smallthinker"}
 
 
 # ----------------------------------------------------------------------------- forward
@@ -686,6 +719,7 @@ def forward(m, tokens, trace=None, upto_layer=None):
     mla = m.family in ("deepseek_v2", "deepseek_v3")
     for L in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{L}."
+        m.router_input = x  # SmallThinker's router reads the layer's input
         h = rmsnorm(x, m.w(p + "input_layernorm.weight"), eps)
         a = attn_mla(m, h, L, rope) if mla else attn_standard(m, h, L, rope)
         x = (x + (a * resm if granite else a)).astype(F32)
