@@ -305,11 +305,18 @@ def tensor_shapes(c):
         for nm, shp in (("q_proj", (H * hd, h)), ("k_proj", (Hk * hd, h)), ("v_proj", (Hk * hd, h)),
                         ("o_proj", (h, H * hd))):
             s[p + "self_attn." + nm + ".weight"] = (shp, "linear")
+            if c.get("attention_bias") and nm != "o_proj":
+                s[p + "self_attn." + nm + ".bias"] = ((shp[0],), "bias")
+        if c.get("use_qk_norm"):
+            s[p + "self_attn.q_norm.weight"] = ((hd,), "norm")
+            s[p + "self_attn.k_norm.weight"] = ((hd,), "norm")
         E = c["n_routed_experts"]
         s[p + "mlp.gate.weight"] = ((E, h), "linear")  # not a "router": no margin to keep
         s[p + "mlp.gate.e_score_correction_bias"] = ((E,), "ebias")
         for e in range(E):
             mlp(f"{p}mlp.experts.{e}.", c["moe_intermediate_size"])
+        if c.get("n_shared_experts"):
+            mlp(p + "mlp.shared_experts.", c["moe_intermediate_size"] * c["n_shared_experts"])
     return s
 
 
