@@ -235,7 +235,7 @@ install: all
 # "cmd=pkg": pkg only when the command is not already on PATH (a Node.js from elsewhere).
 BUILD_PKGS := gcc make libc6-dev libcjson-dev zlib1g-dev libpcre2-dev libutf8proc-dev libedit-dev \
             libmicrohttpd-dev libzstd-dev libssl-dev
-TEST_PKGS := libcmocka-dev python3 python3-numpy clang libclang-rt-14-dev \
+TEST_PKGS := libcmocka-dev python3 python3-numpy python3-cryptography zstd clang libclang-rt-14-dev \
             node=nodejs npm=npm chromium openmpi-bin libopenmpi-dev
 STATIC_PKGS := dpkg-dev libbsd-dev libmd-dev libncurses-dev musl-tools
 CROSS_PKGS := gcc-aarch64-linux-gnu qemu-user libc6:arm64 libcjson-dev:arm64 \

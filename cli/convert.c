@@ -28,6 +28,8 @@ static void help(void) {
          "  --compress C          compress each expert and each dense tensor on its own: zstd (level 1..19,\n"
          "                        default 3), zlib (1..9, default 6) or none (default: as the source)\n"
          "  --byte-split on|off   16-bit weights: compress their exponent bytes apart (default on)\n"
+         "  --segment-size SIZE   compressed or encrypted: plain bytes per segment, each decoded and\n"
+         "                        authenticated on its own (a power of two, 64K..64M; default 4M)\n"
          "  --encrypt             AES-256-GCM: the config, tokenizer, tensor table and every expert and\n"
          "                        dense tensor, each its own authenticated chunk. The key (32 bytes) comes\n"
          "                        from --key-file FILE (before or after the command) or COLIBRI_KEY_FILE,\n"
@@ -107,6 +109,13 @@ int cmd_convert(int argc, char **argv) {
             if (!v) return 2;
             if (strcmp(v, "on") && strcmp(v, "off")) return cli_fail("convert: --byte-split wants on or off, not '%s'", v), 2;
             p.byte_split = !strcmp(v, "on") ? 0 : -1;
+        } else if (!strcmp(a, "--segment-size")) {
+            const char *v = cli_value(argc, argv, &i);
+            uint64_t b;
+            if (!v) return 2;
+            if (!cli_size(v, &b) || b < (1u << 16) || b > (1u << 26) || (b & (b - 1)))
+                return cli_fail("convert: --segment-size wants a power of two from 64K to 64M, not '%s'", v), 2;
+            p.segment_bytes = (uint32_t)b;
         } else if (!strcmp(a, "--encrypt")) {
             p.encrypt = 1;
         } else if (!strcmp(a, "--decrypt")) {

@@ -500,6 +500,9 @@ typedef struct colibri_convert_params {
                                  asked for dst_path, else COLIBRI_KEY_FILE. -1 = write in the clear
                                  (needed to convert an encrypted source to a clear file); 0 = as
                                  the source (an encrypted source then fails with a message) */
+    uint32_t segment_bytes;   /* compressed or encrypted output: plain bytes per segment (each
+                                 compressed and authenticated on its own), a power of two in
+                                 64 KiB..64 MiB; 0 = 4 MiB */
 } colibri_convert_params;
 
 /* Converts a Hugging Face directory, GGUF file or .colibri file to a .colibri file,

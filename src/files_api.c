@@ -81,6 +81,10 @@ int colibri_convert(const char *src_path, const char *dst_path, const colibri_co
         if (p->compress && (rc = parse_compress(p->compress, &o.codec, &o.level))) return rc;
         o.no_split = p->byte_split < 0;
         o.encrypt = p->encrypt > 0 ? 1 : p->encrypt < 0 ? -1 : 0;
+        if (p->segment_bytes &&
+            (p->segment_bytes < (1u << 16) || p->segment_bytes > (1u << 26) || (p->segment_bytes & (p->segment_bytes - 1))))
+            return clb_err(COLIBRI_ERR_ARG, "segment size %u is not a power of two from 64 KiB to 64 MiB", p->segment_bytes);
+        o.seg_size = p->segment_bytes;
         if (p->progress) {
             pa.fn = p->progress;
             pa.user = p->user;

@@ -274,7 +274,7 @@ int clb_codec_encode(clb_codec *c, const clb_seg_ref *r, const uint8_t *plain, s
     size_t body = 0;
     if (c->codec != CLB_CODEC_NONE) {
         const uint8_t *src = plain;
-        if (r->split16 && n % 2 == 0) {
+        if (r->split16 && n % 2 == 0 && n <= c->seg_size) {
             clb_split16(plain, c->scratch, n);
             src = c->scratch;
         }
@@ -357,6 +357,10 @@ int clb_codec_decode(clb_codec *c, const clb_seg_ref *r, uint8_t *stored, size_t
         goto fail;
     }
     const bool split = r->split16 && n % 2 == 0;
+    if (split && n > c->seg_size) {
+        rc = clb_err(COLIBRI_ERR_ARG, "segment of %zu plain bytes for a decoder of %u", n, c->seg_size);
+        goto fail;
+    }
     if ((rc = decompress_seg(c, stored, body, split ? c->scratch : plain, n))) goto fail;
     if (split) clb_join16(c->scratch, plain, n);
     return COLIBRI_OK;

@@ -111,6 +111,8 @@ int clb_container_decode_seg(const clb_container *c, int ci, int seg, uint8_t *s
    at least the largest stored segment (clb_container_max_seg). */
 int clb_container_read_chunk(const clb_container *c, int ci, uint8_t *plain, uint8_t *scratch, struct clb_codec *k);
 uint64_t clb_container_max_seg(const clb_container *c);
+/* Plain bytes of the largest segment: min(segment size, the largest chunk's plain size). */
+uint64_t clb_container_max_plain_seg(const clb_container *c);
 
 /* zlib-compatible CRC-32 (crc32(crc, data, n) of zlib), hardware-accelerated when the CPU
    allows (x86-64 PCLMUL, ARMv8 CRC32); COLIBRI_ISA=generic forces zlib's. */

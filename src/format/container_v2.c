@@ -136,6 +136,12 @@ uint64_t clb_container_max_seg(const clb_container *c) {
     return m;
 }
 
+uint64_t clb_container_max_plain_seg(const clb_container *c) {
+    uint64_t m = 0;
+    for (int i = 0; i < c->n_chunks; i++) m = CLB_MAX(m, CLB_MIN((uint64_t)c->seg_size, c->chunks[i].plain));
+    return m;
+}
+
 /* The associated data of a chunk (docs/FORMAT.md): for each of its tensors in offset order
    u32 name length + name, then u64 plain size. Also its label for messages. */
 static int chunk_aad(const char *path, clb_container *c, int ci, const int *members, int n_members) {
@@ -364,7 +370,8 @@ void clb_ct_v2_close(clb_container *c) {
 }
 
 clb_codec *clb_container_codec(const clb_container *c) {
-    clb_codec *k = clb_codec_new(c->codec, 0, c->keys, c->seg_size);
+    /* its scratch holds one plain segment: no more than the largest chunk's */
+    clb_codec *k = clb_codec_new(c->codec, 0, c->keys, (uint32_t)CLB_MAX(clb_container_max_plain_seg(c), 1));
     if (!k) clb_err(COLIBRI_ERR_NOMEM, "out of memory for a decoder");
     return k;
 }
@@ -404,6 +411,14 @@ int clb_container_read_chunk(const clb_container *c, int ci, uint8_t *plain, uin
     if (!c->encrypted && crc != ch->crc32)
         return clb_err(COLIBRI_ERR_CORRUPT, "%s: %s is corrupt (stored bytes crc32 %08x, expected %08x)",
                        c->map.path ? c->map.path : "container", chunk_what(c, ci), crc, ch->crc32);
+    /* The decoded copy replaces the stored bytes: out of this process's mapping and, clean,
+       out of the page cache, which a memory cap counts against the process too (a plain file's
+       tensors are used in place; an encoded one's would otherwise be held twice). A later read
+       maps them back in. Only for a file this container mapped itself, not a caller's memory. */
+    if (!c->map.io && c->map.fd >= 0 && ch->stored > 0) {
+        clb_release_pages(c->map.data + ch->offset, ch->stored);
+        (void)posix_fadvise(c->map.fd, (off_t)ch->offset, (off_t)ch->stored, POSIX_FADV_DONTNEED);
+    }
     return COLIBRI_OK;
 }
 

@@ -397,7 +397,8 @@ int clb_convert(const char *src_path, const char *dst_path, const clb_convert_op
     /* the output's encoding: as asked, else as the source's */
     const clb_container *sct = clb_source_container(&s);
     const bool src_enc = sct && sct->encrypted;
-    clb_cw_encoding enc = {.codec = o->codec, .level = o->level, .no_split = o->no_split, .n_threads = cc.n_threads};
+    clb_cw_encoding enc = {
+        .codec = o->codec, .level = o->level, .no_split = o->no_split, .seg_size = o->seg_size, .n_threads = cc.n_threads};
     if (enc.codec < 0) enc.codec = sct && sct->version == CLB_CONTAINER_VERSION_ENC ? sct->codec : CLB_CODEC_NONE;
     if (o->encrypt == 0 && src_enc) {
         rc = clb_err(COLIBRI_ERR_ARG, "%s is encrypted: say whether %s is to be encrypted too (--encrypt) or written in "

@@ -19,6 +19,7 @@ typedef struct clb_convert_opts {
     int codec, level;
     bool no_split;
     int encrypt;
+    uint32_t seg_size; /* plain bytes per segment of an encoded output; 0 = the writer's default */
     /* per-expert dtypes (heterogeneous experts), overriding expert_dtype where given:
        "0-3:q8_0,4-7:q4_0" for every layer, or a JSON object {"LAYERS": "EXPERTS:dtype,...", ...}
        whose keys are "*", "L" or "L0-L1" (later keys win), inline or in a .json file */

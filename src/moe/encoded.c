@@ -102,12 +102,24 @@ static int decode_all(clb_expert_store *s, const char *path) {
     return COLIBRI_OK;
 }
 
+static int n_decoders(int io_threads) { return CLB_MAX(io_threads, 0) + 4; }
+static uint64_t stage_bytes_of(const clb_container *ct) {
+    return clb_align_up(clb_container_max_seg(ct), CLB_STORE_PAGE) + 2 * CLB_STORE_PAGE;
+}
+
+uint64_t clb_store_decoder_bytes(const clb_source *src, int io_threads) {
+    const clb_container *ct = clb_source_container(src);
+    if (!ct || ct->version != CLB_CONTAINER_VERSION_ENC) return 0;
+    const uint64_t scratch = ct->codec != CLB_CODEC_NONE ? clb_container_max_plain_seg(ct) : 0; /* the codec's */
+    return (uint64_t)n_decoders(io_threads) * (stage_bytes_of(ct) + scratch);
+}
+
 int clb_store_setup_encoded(clb_expert_store *s, const clb_source *src) {
     if (!any_encoded(s)) return COLIBRI_OK;
     s->ct = clb_source_container(src);
     if (!s->bounded) return decode_all(s, src->path);
     /* bounded: one decoder per I/O thread and a few for the threads that wait in acquire */
-    s->n_dec = CLB_MAX(s->cfg.io_threads, 0) + 4;
+    s->n_dec = n_decoders(s->cfg.io_threads);
     s->dec = clb_calloc((size_t)s->n_dec, sizeof *s->dec);
     s->stage = clb_calloc((size_t)s->n_dec, sizeof *s->stage);
     s->dec_busy = clb_calloc((size_t)s->n_dec, sizeof *s->dec_busy);
@@ -119,7 +131,7 @@ int clb_store_setup_encoded(clb_expert_store *s, const clb_source *src) {
         if (!(s->jobs[i].seg_crc = clb_calloc((size_t)max_seg, sizeof(uint32_t))))
             return clb_err(COLIBRI_ERR_NOMEM, "out of memory");
     /* a stored segment, plus a page either side for O_DIRECT's alignment */
-    s->stage_bytes = clb_align_up(clb_container_max_seg(s->ct), CLB_STORE_PAGE) + 2 * CLB_STORE_PAGE;
+    s->stage_bytes = stage_bytes_of(s->ct);
     for (int i = 0; i < s->n_dec; i++) {
         s->dec[i] = clb_container_codec(s->ct);
         s->stage[i] = clb_map_weights(s->stage_bytes); /* page aligned */

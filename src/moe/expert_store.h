@@ -67,6 +67,10 @@ typedef struct clb_store_cfg {
    for each expert tensor's file descriptor and offset (checked against the file size).
    Errors: a pool smaller than 2 experts, an unreadable file, out of memory. */
 int clb_store_configure(clb_expert_store *s, const struct clb_source *src, const clb_store_cfg *cfg);
+/* Memory the bounded mode's decoders of an encoded (version 2) source take besides the pool:
+   per decoder a staging buffer for one stored segment and, compressed, the codec's segment
+   scratch. 0 for any other source. The memory budget counts it. */
+uint64_t clb_store_decoder_bytes(const struct clb_source *src, int io_threads);
 /* A hint: (layer, expert) will be acquired soon. Starts loading it in the background when
    a slot can be had without evicting anything more urgent; never blocks on I/O. */
 void clb_store_request(clb_expert_store *s, int layer, int expert, int prio);

@@ -101,18 +101,21 @@ int clb_mem_init(colibri_engine_t *e, const char *model_path, const colibri_para
     const char *env = getenv("COLIBRI_PAGE_POOL_SIZE");
     if (env && *env && !clb_mem_parse_size(env, &pool))
         return clb_err(COLIBRI_ERR_ARG, "COLIBRI_PAGE_POOL_SIZE='%s' is not a size (e.g. 512MiB)", env);
+    const int io_threads = p->io_threads > 0 ? p->io_threads : CLB_DEFAULT_IO_THREADS;
     e->mem_accounted = m->dense_bytes + kv_bytes + e->arena.size;
+    /* an encoded file's experts pass through the decoders' buffers on their way to the pool */
+    if (p->mem_budget > 0) e->mem_accounted += clb_store_decoder_bytes(&m->src, io_threads);
     if (p->mem_budget > 0 && pool == 0) {
         if (p->mem_budget <= e->mem_accounted)
             return clb_err(COLIBRI_ERR_ARG,
-                           "%s: a memory budget of %llu bytes does not cover the dense weights, KV cache and "
-                           "arena (%llu bytes)",
+                           "%s: a memory budget of %llu bytes does not cover the dense weights, KV cache, "
+                           "arena and decoder buffers (%llu bytes)",
                            model_path, (unsigned long long)p->mem_budget, (unsigned long long)e->mem_accounted);
         pool = p->mem_budget - e->mem_accounted;
     } else if (p->mem_budget > 0 && pool + e->mem_accounted > p->mem_budget) {
         return clb_err(COLIBRI_ERR_ARG,
-                       "%s: an expert pool of %llu bytes plus %llu bytes of dense weights, KV cache and arena "
-                       "exceeds the memory budget of %llu bytes",
+                       "%s: an expert pool of %llu bytes plus %llu bytes of dense weights, KV cache, arena and "
+                       "decoder buffers exceeds the memory budget of %llu bytes",
                        model_path, (unsigned long long)pool, (unsigned long long)e->mem_accounted,
                        (unsigned long long)p->mem_budget);
     }
@@ -123,7 +126,7 @@ int clb_mem_init(colibri_engine_t *e, const char *model_path, const colibri_para
         .policy = p->cache_policy,
         .prefetch = p->prefetch >= 0,
         .direct_io = p->direct_io != 0,
-        .io_threads = p->io_threads > 0 ? p->io_threads : CLB_DEFAULT_IO_THREADS,
+        .io_threads = io_threads,
         .guard = g && *g && strcmp(g, "0") != 0 && !e->embedded, /* no mprotect on a caller's memory */
         .pack = e->pack_k,
         .interleave = e->pack_interleave,
