@@ -1,7 +1,7 @@
 /* codec_bench.c — throughput of the .colibri version 2 segment codecs on one core, and the
  * compression ratio, per chunk kind, of a model's tensors.
  *
- *   bench/build/codec_bench [MODEL] [--seconds S]
+ *   bench/build/codec_bench [MODEL] [--seconds S] [--sample MIB]
  *
  * Without MODEL: AES-256-GCM encryption and decryption (libcrypto, with AES-NI / VAES and
  * PCLMULQDQ on x86-64, the ARMv8 AES and PMULL instructions on aarch64, as OpenSSL picks at
@@ -9,8 +9,9 @@
  * buffer, single-threaded, GB/s of plain bytes. With MODEL (any file colibri reads): every
  * tensor, grouped by dtype, is split into 4 MiB segments and encoded as `convert` would
  * (zstd 3, zstd 19, zlib 6; with and without the byte split for 16-bit types); prints the
- * ratio plain / stored and the single-core decode speed. The figures of docs/benchmarks.md
- * ("Container") come from here. Times are this thread's CPU time, so the figures are per core
+ * ratio plain / stored and the single-core decode speed, over the first MIB MiB of each dtype
+ * (default 1024; zstd 19 encodes at a few MB/s). The figures of docs/benchmarks.md
+ * ("Encoded containers") come from here. Times are this thread's CPU time, so the figures are per core
  * even on a busy machine. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,7 +96,7 @@ typedef struct acc {
     int n;
 } acc;
 
-static void model(const char *path, double secs) {
+static void model(const char *path, double secs, uint64_t sample_budget) {
     clb_source s;
     if (clb_source_open(path, &s)) {
         fprintf(stderr, "%s\n", colibri_last_error());
@@ -110,7 +111,6 @@ static void model(const char *path, double secs) {
     clb_codec *k[6];
     for (int c = 0; c < 6; c++) k[c] = clb_codec_new(cfg[c].codec, cfg[c].level, NULL, SEG);
     uint8_t *out = malloc(clb_codec_bound(CLB_CODEC_ZSTD, false, SEG)), *back = malloc(SEG), *tmp = malloc(SEG + 4096);
-    uint64_t sample_budget = (uint64_t)1 << 30; /* at most 1 GiB per dtype: the ratio settles long before */
     for (int i = 0; i < s.n_tensors; i++) {
         const clb_src_tensor *t = &s.tensors[i];
         if (!t->data || t->dtype < 0 || t->dtype >= CLB_DT_COUNT) continue;
@@ -156,11 +156,13 @@ static void model(const char *path, double secs) {
 int main(int argc, char **argv) {
     const char *path = NULL;
     double secs = 1.0;
+    uint64_t sample = (uint64_t)1 << 30; /* per dtype: the ratio settles long before */
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--seconds") && i + 1 < argc) secs = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--sample") && i + 1 < argc) sample = (uint64_t)atof(argv[++i]) << 20;
         else path = argv[i];
     }
-    if (path) model(path, secs);
+    if (path) model(path, secs, sample);
     else synthetic(secs);
     return 0;
 }

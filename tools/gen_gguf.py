@@ -294,7 +294,7 @@ def layout(m, wdt):
 def metadata(m, wdt, name):
     a = m["arch"]
     toks, scores, types = vocab(m["vocab"])
-    ftype = {"q4_0": 2, "q8_0": 7, "q4_k": 15}[wdt]  # LLAMA_FTYPE_MOSTLY_*
+    ftype = {"f16": 1, "q4_0": 2, "q8_0": 7, "q4_k": 15}[wdt]  # LLAMA_FTYPE_MOSTLY_*
     kv = [
         ("general.architecture", T_STR, a),
         ("general.name", T_STR, name),
