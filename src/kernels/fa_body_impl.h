@@ -16,11 +16,16 @@
  *   FA_TQ, FA_TK            scores tile: queries x keys (accumulators in registers)
  *   FA_VR, FA_VC            value tile: query rows x vectors of one row (float-like values)
  *   FA_VRB                  query rows of a value tile of 32-value blocks
+ *   FA_F16_1(h)             optional: one half -> float (exact; default clb_fp16_to_fp32)
  *
  * Every result element goes through one chain whatever the tile shape: a score is
  * FA_HSUM of one FMA chain over the FA_VL-wide chunks of the row, then the scalar tail added
  * in order; an output element is one FMA chain over the keys in order (scalar multiply-adds
  * in the tail). No include guard on purpose. */
+
+#ifndef FA_F16_1
+#define FA_F16_1(h) clb_fp16_to_fp32(h)
+#endif
 
 /* ---- scores: float-like keys (f32, f16, bf16) against f32 queries ---- */
 
@@ -152,7 +157,7 @@ FA_VACC_FLOAT(fa_vacc_bf16, uint16_t, FA_LD_BF16, clb_bf16_to_fp32)
                     a[r][u] = r < nr ? FA_LOAD(acc + (int64_t)(i + r) * as + b * CLB_QK + u * FA_VL) : FA_ZERO(); \
                 for (int j = 0; j < nk; j++) {                                                             \
                     const BT *blk = (const BT *)(vb + (uint64_t)j * vs) + b;                               \
-                    const float dj = clb_fp16_to_fp32(blk->d);                                             \
+                    const float dj = FA_F16_1(blk->d);                                                     \
                     FA_V x[G];                                                                             \
                     _Pragma("GCC unroll 16") for (int u = 0; u < G; u++) x[u] = LDQ(blk->qs, u);          \
                     _Pragma("GCC unroll 16") for (int r = 0; r < FA_VRB; r++) {                            \

@@ -677,6 +677,7 @@ static inline __m256 fa_ld_q4(const uint8_t *qs, int g) { /* g: 0/1 low nibbles 
 #define FA_VR 4
 #define FA_VC 2
 #define FA_VRB 2
+#define FA_F16_1(h) _cvtsh_ss(h) /* F16C: the block scale without a call */
 #include "kernels/fa_body_impl.h"
 
 CLB_FA_SCORES_MDOT(fa_scores_q4_0_avx2, mdot_q4_0)

@@ -431,7 +431,8 @@ static inline __m512 fa_ld_q4_512(const uint8_t *qs, int g) { /* g: 0 low nibble
 #define FA_TK 4
 #define FA_VR 4
 #define FA_VC 4
-#define FA_VRB 4
+#define FA_VRB 8
+#define FA_F16_1(h) _cvtsh_ss(h) /* F16C: the block scale without a call */
 #include "kernels/fa_body_impl.h"
 
 CLB_FA_SCORES_MDOT(fa_scores_q4_0_512, mdot512_q4_0)
