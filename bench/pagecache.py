@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""pagecache.py FILE — MiB of FILE currently in the page cache (mincore over a mapping)."""
+"""pagecache.py FILE — MiB of FILE currently in the page cache (mincore over a mapping);
+--bytes FILE: the same in bytes; --evict FILE: drop FILE's pages from the page cache."""
 import ctypes
 import mmap
 import os
@@ -29,5 +30,23 @@ def cached_bytes(path):
     return resident * page
 
 
+def evict(path):
+    """Drops FILE's clean pages from the page cache (what "cold" means where drop_caches is
+    read-only); dirty pages are written first."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
 if __name__ == "__main__":
-    print("%.0f" % (cached_bytes(sys.argv[1]) / 2**20))
+    if len(sys.argv) == 3 and sys.argv[1] == "--evict":
+        evict(sys.argv[2])
+    elif len(sys.argv) == 3 and sys.argv[1] == "--bytes":
+        print(cached_bytes(sys.argv[2]))
+    elif len(sys.argv) == 2:
+        print("%.0f" % (cached_bytes(sys.argv[1]) / 2**20))
+    else:
+        sys.exit("usage: pagecache.py [--bytes | --evict] FILE")

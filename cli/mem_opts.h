@@ -16,7 +16,7 @@
     "  --expert-pool SIZE    expert pool alone (env COLIBRI_PAGE_POOL_SIZE)\n"                     \
     "  --cache-policy P      lru (default), lfu or pinned\n"                                       \
     "  --prefetch on|off     batch union + router lookahead prefetch (default on)\n"               \
-    "  --direct-io           read experts with O_DIRECT (bypasses the page cache)\n"              \
+    "  --direct-io [M]       pool reads: auto (default), on, dontneed, off (= --buffered-io)\n"  \
     "  --io-threads N        expert I/O threads (default 4)\n"                                     \
     "  --usage-stats         keep routing counts in MODEL.usage (teaches the pinned policy)\n"
 
@@ -25,7 +25,17 @@ static inline int mem_opts_parse(colibri_params *p, int argc, char **argv, int *
     const char *a = argv[*i], *val;
     uint64_t sz;
     long v;
-    if (!strcmp(a, "--direct-io")) return p->direct_io = 1, 1;
+    if (!strcmp(a, "--buffered-io")) return p->direct_io = COLIBRI_READ_BUFFERED, 1;
+    if (!strcmp(a, "--direct-io")) { /* the bare flag (O_DIRECT) or one of the modes */
+        const char *m = *i + 1 < argc ? argv[*i + 1] : "";
+        p->direct_io = COLIBRI_READ_DIRECT;
+        if (!strcmp(m, "auto")) p->direct_io = COLIBRI_READ_AUTO;
+        else if (!strcmp(m, "off")) p->direct_io = COLIBRI_READ_BUFFERED;
+        else if (!strcmp(m, "dontneed")) p->direct_io = COLIBRI_READ_DONTNEED;
+        else if (strcmp(m, "on")) return 1;
+        ++*i;
+        return 1;
+    }
     if (!strcmp(a, "--usage-stats")) return p->usage_stats = 1, 1;
     if (strcmp(a, "--mem-budget") && strcmp(a, "--expert-pool") && strcmp(a, "--cache-policy") &&
         strcmp(a, "--prefetch") && strcmp(a, "--io-threads"))
@@ -87,12 +97,13 @@ static inline void mem_opts_report(colibri_engine_t *e) {
         const double acq = (double)(s->expert_hits_total + s->expert_misses_total);
         fprintf(stderr,
                 "colibri: expert pool %d slots (%.1f MiB), %llu hits / %llu misses (%.1f%%), %.1f MiB read, "
-                "%llu evictions, stall %.3f s, lookahead recall %.1f%%\n",
+                "%llu evictions, stall %.3f s, lookahead recall %.1f%%; reads: %s; dense weights locked: %.1f MiB\n",
                 s->expert_pool_slots, s->expert_pool_bytes / 1048576.0, (unsigned long long)s->expert_hits_total,
                 (unsigned long long)s->expert_misses_total, acq > 0 ? 100.0 * (double)s->expert_hits_total / acq : 0.0,
                 s->expert_bytes_read_total / 1048576.0, (unsigned long long)s->expert_evictions_total,
                 s->expert_stall_s_total,
-                s->lookahead_true ? 100.0 * (double)s->lookahead_hit / (double)s->lookahead_true : 0.0);
+                s->lookahead_true ? 100.0 * (double)s->lookahead_hit / (double)s->lookahead_true : 0.0,
+                colibri_read_path_name(s->expert_read_path), s->dense_locked_bytes / 1048576.0);
     }
     free(s);
 }

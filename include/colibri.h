@@ -103,7 +103,30 @@ typedef struct colibri_stats {
     /* sums over all layers of the arrays above */
     uint64_t expert_hits_total, expert_misses_total, expert_bytes_read_total, expert_evictions_total;
     double expert_stall_s_total;
+    int32_t expert_read_path;     /* colibri_read_path */
+    uint64_t dense_locked_bytes;  /* dense weights mlock'ed inside a budget (0 when refused or unbounded) */
 } colibri_stats_t;
+
+/* colibri_params.direct_io */
+typedef enum colibri_read_path_mode {
+    COLIBRI_READ_BUFFERED = -1, /* buffered pread: read pages stay in the page cache */
+    COLIBRI_READ_AUTO = 0,      /* O_DIRECT where allowed, else pread + DONTNEED */
+    COLIBRI_READ_DIRECT = 1,    /* O_DIRECT (buffered + DONTNEED where refused); implies a pool */
+    COLIBRI_READ_DONTNEED = 2   /* pread, then posix_fadvise(POSIX_FADV_DONTNEED) of the range */
+} colibri_read_path_mode;
+
+/* colibri_stats_t.expert_read_path: the path the pool's reads take */
+typedef enum colibri_read_path {
+    COLIBRI_PATH_MMAP = 0,     /* no pool: experts are read through the file mapping */
+    COLIBRI_PATH_DIRECT = 1,   /* every expert tensor with O_DIRECT */
+    COLIBRI_PATH_DONTNEED = 2, /* every expert tensor with pread + POSIX_FADV_DONTNEED */
+    COLIBRI_PATH_MIXED = 3,    /* O_DIRECT, pread + DONTNEED for tensors O_DIRECT cannot read */
+    COLIBRI_PATH_BUFFERED = 4, /* buffered pread (COLIBRI_READ_BUFFERED) */
+    COLIBRI_PATH_SOURCE = 5    /* the caller's read callback (colibri_init_ex) */
+} colibri_read_path;
+
+/* "O_DIRECT", "pread + POSIX_FADV_DONTNEED", ... for a colibri_read_path; "?" when out of range. */
+const char *colibri_read_path_name(int path);
 
 /* Expert cache policies (colibri_params.cache_policy, colibri_set_cache_policy). */
 typedef enum colibri_cache_policy {
@@ -145,10 +168,15 @@ typedef struct colibri_params {
     uint64_t mem_budget;        /* bytes for dense weights + KV cache + arena + expert pool; 0 = no
                                    budget: experts are served from the file mapping */
     uint64_t expert_pool_bytes; /* the expert pool alone (env COLIBRI_PAGE_POOL_SIZE overrides);
-                                   0 = what mem_budget leaves, or 512 MiB with direct_io alone */
+                                   0 = what mem_budget leaves, or 512 MiB with direct_io 1 or 2 alone */
     int32_t cache_policy;       /* colibri_cache_policy (default LRU) */
     int32_t prefetch;           /* 0 or 1 = batch union + router lookahead prefetch, -1 = off */
-    int32_t direct_io;          /* 1 = read experts with O_DIRECT (implies a pool) */
+    int32_t direct_io;          /* colibri_read_path_mode: how a pool reads experts. 0 = auto (the
+                                   default): with a pool, O_DIRECT where the file system allows it,
+                                   else pread + posix_fadvise(DONTNEED) of what was read, so that
+                                   the page cache (which a cgroup cap counts) stays out of the way;
+                                   1 = O_DIRECT (implies a pool); 2 = pread + DONTNEED; -1 =
+                                   buffered pread, the pages left in the page cache */
     int32_t io_threads;         /* expert I/O threads; 0 = 4 */
     int32_t usage_stats;        /* 1 = read/write routing counts in "<model>.usage" (opt-in; the
                                    PINNED policy learns its hot set from them) */
@@ -202,7 +230,7 @@ int colibri_wait_policy_from_name(const char *name);
    "cache_type_k" / "cache_type_v" (type names), "flash_attn" (true, false or "auto"), "mla"
    ("latent" or "decompressed"), "ctx_shift" (boolean), "n_keep", and for the expert memory
    hierarchy "mem_budget" / "expert_pool" (bytes, or a string such as "1.5GiB"),
-   "cache_policy" ("lru", "lfu", "pinned"), "prefetch", "direct_io", "usage_stats" (booleans),
+   "cache_policy" ("lru", "lfu", "pinned"), "prefetch", "direct_io" (a boolean, "auto" or "dontneed"), "usage_stats" (booleans),
    "io_threads", and for real time "cpus" / "io_cpus" (CPU list strings), "rt_priority",
    "mlock" (boolean), "wait_policy" (policy name), "spin_us".
    Returns NULL on failure (reason in colibri_last_error()). */
@@ -262,7 +290,7 @@ typedef struct colibri_source {
 } colibri_source;
 
 /* Opens a .colibri (plain, version 1) or GGUF model from src, with params (NULL =
-   defaults; usage_stats and direct_io, which need a file, are refused), and makes no
+   defaults; usage_stats and direct_io 1 or 2, which need a file, are refused), and makes no
    file-system call. mem / mem_size: a block the engine carves everything from — the
    dense weights (unless src maps them), KV cache, activation arena, expert pool, tables —
    so that once it returns no evaluation allocates (no malloc, mmap or open); mem NULL uses

@@ -204,7 +204,7 @@ colibri_engine_t *clb_init_engine(const char *model_path, const clb_io *io, cons
                 p.cache_type_k, p.cache_type_v, p.flash_attn, p.mla, p.ctx_shift, p.n_keep);
         return NULL;
     }
-    if (io && (p.usage_stats || p.direct_io)) {
+    if (io && (p.usage_stats || p.direct_io > 0)) {
         clb_err(COLIBRI_ERR_ARG, "%s: usage_stats and direct_io need a model file, not a source callback", io->name);
         return NULL;
     }

@@ -81,6 +81,7 @@ struct colibri_engine {
     int la_layer;     /* layer la_sel predicts, -1 none */
     bool lookahead;   /* prefetch on and the store has a pool */
     uint64_t mem_accounted; /* dense + KV + arena bytes */
+    uint64_t dense_locked;  /* dense weights mlock'ed inside a budget */
 
     /* -- expert parallelism (src/moe/expert_exec.c, colibri_set_expert_exec) -- */
     bool xp_on;             /* this engine is one rank of several */

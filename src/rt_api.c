@@ -95,7 +95,7 @@ void clb_rt_lock(colibri_engine_t *e) {
     int err = 0, r;
     for (int i = 0; i < m->src.n_tensors; i++) {
         const clb_src_tensor *t = &m->src.tensors[i];
-        if (t->expert >= 0 || !t->data) continue;
+        if (t->expert >= 0 || !t->data || t->copied) continue; /* a copy's pages are locked below */
         bytes += t->size;
         if ((r = clb_lock_range(t->data, t->size)) && !err) err = r;
     }

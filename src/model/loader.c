@@ -256,11 +256,11 @@ static int dense_matmul_weights(clb_model *m, clb_weight **out, int cap) {
     return n;
 }
 
-/* true when p is a tensor's bytes in the source file's mapping (not a loader copy) */
-static bool in_mapping(const clb_model *m, const void *p) {
+/* the source tensor whose bytes in the file's mapping p is (not a loader copy), or NULL */
+static clb_src_tensor *in_mapping(clb_model *m, const void *p) {
     for (int i = 0; i < m->src.n_tensors; i++)
-        if (m->src.tensors[i].data == p) return true;
-    return false;
+        if (m->src.tensors[i].data == p) return &m->src.tensors[i];
+    return NULL;
 }
 
 int clb_model_pack(clb_model *m, const clb_kernels *k, bool interleave) {
@@ -293,7 +293,11 @@ int clb_model_pack(clb_model *m, const clb_kernels *k, bool interleave) {
             uint8_t *dst = m->pack_copy + off;
             off += clb_align_up(bytes, 64);
             clb_pack_rows_to(w->dtype, w->cols, w->rows, w->data, dst);
-            if (in_mapping(m, w->data)) clb_release_pages(w->data, bytes);
+            clb_src_tensor *st = in_mapping(m, w->data);
+            if (st) {
+                clb_release_pages(w->data, bytes);
+                st->copied = true;
+            }
             w->data = dst;
             w->interleaved = true;
         }

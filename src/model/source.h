@@ -30,6 +30,8 @@ typedef struct clb_src_tensor {
     bool deferred;
     int chunk;
     uint64_t chunk_off;
+    bool copied;                /* the loader computes from its own copy (packed weights) and
+                                   gave these pages back: nothing to lock or keep resident */
 } clb_src_tensor;
 
 typedef struct clb_source {

@@ -7,6 +7,7 @@
  * mode every expert is decoded once at configure into a resident copy. Either way the
  * kernels see the plain bytes, at the same offsets as in a plain file's expert. */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -183,16 +184,19 @@ int clb_store_read_segment(clb_expert_store *s, const clb_st_expert *x, int seg,
     const uint64_t a0 = direct ? off / CLB_STORE_PAGE * CLB_STORE_PAGE : off;
     const uint64_t a1 = direct ? clb_align_up(off + len, CLB_STORE_PAGE) : off + len;
     uint8_t *buf = s->stage[d];
-    int fd = direct ? x->t[0].dfd : x->t[0].fd;
+    const int bfd = x->t[0].rfd >= 0 ? x->t[0].rfd : x->t[0].fd; /* the buffered descriptor */
+    int fd = direct ? x->t[0].dfd : bfd;
     uint64_t got = 0;
     *nread = 0;
     while (got < a1 - a0) {
         ssize_t r = pread(fd, buf + got, (size_t)(a1 - a0 - got), (off_t)(a0 + got));
         if (r < 0 && errno == EINTR) continue;
-        if (r < 0 && direct && errno == EINVAL && fd != x->t[0].fd) {
-            fd = x->t[0].fd; /* this file system refuses O_DIRECT here after all: buffered */
+        if (r < 0 && direct && errno == EINVAL && fd != bfd) {
+            fd = bfd; /* this file system refuses O_DIRECT here after all: buffered */
             continue;
         }
+        if (r > 0 && fd == bfd && s->cfg.drop_cache) /* decoded into the slot: the cache copy goes */
+            (void)posix_fadvise(fd, (off_t)(a0 + got), (off_t)r, POSIX_FADV_DONTNEED);
         if (r < 0) return clb_err(COLIBRI_ERR_IO, "%s: expert read at offset %llu: %s", ct->map.path,
                                   (unsigned long long)(a0 + got), strerror(errno));
         if (r == 0) break;

@@ -11,6 +11,7 @@
  * A slot is chosen for a load only when it is free or its expert is RESIDENT and unpinned,
  * so a load never overwrites bytes a kernel may be reading. */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
@@ -50,7 +51,7 @@ clb_expert_store *clb_store_create(int n_layer, int n_expert) {
     for (size_t i = 0; i < n; i++) {
         s->ex[i].slot = -1;
         s->ex[i].chunk = -1;
-        for (int k = 0; k < 3; k++) s->ex[i].t[k].fd = s->ex[i].t[k].dfd = -1;
+        for (int k = 0; k < 3; k++) s->ex[i].t[k].fd = s->ex[i].t[k].dfd = s->ex[i].t[k].rfd = -1;
     }
     return s;
 fail:
@@ -384,20 +385,45 @@ int clb_store_configure(clb_expert_store *s, const clb_source *src, const clb_st
         if (!s->slot_owner || !s->jobs) return clb_err(COLIBRI_ERR_NOMEM, "out of memory");
         for (int i = 0; i < s->n_slots; i++) s->slot_owner[i] = s->jobs[i].expert = -1;
         if ((rc = clb_pool_map(s))) return rc;
-        if (cfg->direct_io)
-            for (int l = 0; l < s->n_layer; l++)
-                for (int e = 0; e < s->n_expert; e++) {
-                    clb_st_expert *x = clb_st_get(s, l, e);
-                    if (!x->present || x->away) continue;
-                    for (int k = 0; k < 3; k++) x->t[k].dfd = clb_io_open_direct(s, x->t[k].fd);
+        int n_direct = 0, n_other = 0, n_source = 0;
+        for (int l = 0; l < s->n_layer; l++)
+            for (int e = 0; e < s->n_expert; e++) {
+                clb_st_expert *x = clb_st_get(s, l, e);
+                if (!x->present || x->away) continue;
+                for (int k = 0; k < 3; k++) {
+                    if (cfg->direct_io) x->t[k].dfd = clb_io_open_direct(s, x->t[k].fd);
+                    if (cfg->drop_cache) x->t[k].rfd = clb_io_open_random(s, x->t[k].fd);
+                    /* an encoded expert is read through its first tensor's descriptors */
+                    const clb_st_tensor *t = &x->t[x->chunk >= 0 ? 0 : k];
+                    if (t->io) n_source++;
+                    else if (t->dfd >= 0 && t->direct_ok) n_direct++;
+                    else n_other++;
                 }
+            }
+        /* what loading the model brought into the page cache around the dense tensors (the
+           mapping's read-around reaches read_ahead_kb into the experts next to them) goes */
+        for (int l = 0; cfg->drop_cache && l < s->n_layer; l++)
+            for (int e = 0; e < s->n_expert; e++) {
+                const clb_st_expert *x = clb_st_get(s, l, e);
+                if (!x->present || x->away || x->chunk >= 0) continue;
+                for (int k = 0; k < 3; k++)
+                    if (x->t[k].fd >= 0 && !x->t[k].io)
+                        (void)posix_fadvise(x->t[k].fd, (off_t)x->t[k].file_offset, (off_t)x->t[k].size,
+                                            POSIX_FADV_DONTNEED);
+            }
+        s->read_path = n_source ? COLIBRI_PATH_SOURCE
+                       : !cfg->direct_io && !cfg->drop_cache ? COLIBRI_PATH_BUFFERED
+                       : n_other == 0 ? COLIBRI_PATH_DIRECT
+                       : n_direct == 0 ? COLIBRI_PATH_DONTNEED
+                                       : COLIBRI_PATH_MIXED;
         if ((rc = clb_store_setup_encoded(s, src))) return rc; /* the decoders */
         s->cfg.guard = cfg->guard;
         if (cfg->guard && (rc = clb_guard_install(s))) return rc;
         if (cfg->io_threads > 0 && (rc = clb_io_start(s))) return rc;
     } else {
         s->cfg.guard = false;
-        s->cfg.direct_io = false;
+        s->cfg.direct_io = s->cfg.drop_cache = false;
+        s->read_path = COLIBRI_PATH_MMAP;
     }
     s->configured = true;
     pthread_mutex_lock(&s->mu);
@@ -607,6 +633,7 @@ void clb_store_get_info(clb_expert_store *s, clb_store_info *o) {
     if (!s) return;
     o->bounded = s->bounded;
     o->direct_io = s->cfg.direct_io;
+    o->read_path = s->read_path;
     o->guard = s->cfg.guard;
     o->prefetch = s->cfg.prefetch;
     o->packed = s->packed;

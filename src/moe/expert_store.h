@@ -6,7 +6,8 @@
  *   - unbounded (default): the weights are served from the model file's mapping; routed
  *     experts get madvise(MADV_WILLNEED) when requested, the pinned hot set is mlock'ed;
  *   - bounded pool (a memory budget): expert bytes are never touched through the mapping;
- *     they are read with pread (optionally O_DIRECT) into fixed-size slots of a page pool,
+ *     they are read with O_DIRECT (by default; else pread + POSIX_FADV_DONTNEED, or plain
+ *     buffered pread when asked) into fixed-size slots of a page pool,
  *     cached by a policy (LRU, LFU with decay, pinned hot set) and prefetched by a small
  *     I/O thread pool from router-lookahead hints.
  * Placement only changes speed: the bytes a kernel sees are the file's bytes either way.
@@ -44,6 +45,8 @@ typedef struct clb_store_cfg {
     int policy;            /* clb_policy */
     bool prefetch;         /* honour request() hints (batch union + lookahead) */
     bool direct_io;        /* O_DIRECT reads (falls back to buffered where refused) */
+    bool drop_cache;       /* posix_fadvise(DONTNEED) of what a buffered read brought in */
+    bool direct_quiet;     /* O_DIRECT chosen by default: a refusal is news, not a warning */
     int io_threads;        /* I/O threads of the pool (0 = the caller reads alone) */
     bool guard;            /* PROT_NONE on every pool page not pinned by an acquire */
     const char *usage_path; /* routing counts file (read at configure, written at free); NULL = off */
@@ -97,6 +100,7 @@ typedef struct clb_store_layer_stats {
 typedef struct clb_store_info {
     bool bounded, direct_io, guard, prefetch, packed, interleaved;
     int policy, n_slots, io_threads;
+    int read_path;         /* colibri_read_path */
     uint64_t pool_bytes, slot_bytes, max_expert_bytes;
 } clb_store_info;
 

@@ -4,13 +4,16 @@
  * and the pool gets the rest. Code, libraries, thread stacks and the tensor table are the
  * fixed overhead documented next to the measurements. */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "core/common.h"
 #include "core/platform.h"
+#include "core/rt.h"
 #include "engine.h"
 #include "moe/mem_api.h"
 
@@ -35,6 +38,66 @@ bool clb_mem_parse_size(const char *s, uint64_t *out) {
     if (b > 1.8e19) return false;
     *out = (uint64_t)b;
     return true;
+}
+
+int clb_mem_parse_read_path(const char *s) {
+    if (!strcmp(s, "auto")) return COLIBRI_READ_AUTO;
+    if (!strcmp(s, "on") || !strcmp(s, "direct")) return COLIBRI_READ_DIRECT;
+    if (!strcmp(s, "off") || !strcmp(s, "buffered")) return COLIBRI_READ_BUFFERED;
+    if (!strcmp(s, "dontneed")) return COLIBRI_READ_DONTNEED;
+    return -2;
+}
+
+const char *colibri_read_path_name(int path) {
+    switch (path) {
+    case COLIBRI_PATH_MMAP: return "mmap (no pool)";
+    case COLIBRI_PATH_DIRECT: return "O_DIRECT";
+    case COLIBRI_PATH_DONTNEED: return "pread + POSIX_FADV_DONTNEED";
+    case COLIBRI_PATH_MIXED: return "O_DIRECT (pread + POSIX_FADV_DONTNEED where refused)";
+    case COLIBRI_PATH_BUFFERED: return "buffered pread (page cache kept)";
+    case COLIBRI_PATH_SOURCE: return "the caller's read callback";
+    default: return "?";
+    }
+}
+
+/* With a pool: mlock of the dense weights the engine reads from the file mapping (the part
+   of a budget that is not the pool): a cgroup that counts the page cache reclaims those
+   pages first otherwise, and every token would fault them back in. Best effort:
+   RLIMIT_MEMLOCK may refuse it, which only costs speed. The file pages of dense weights the
+   loader packed into its own copy are handed back (they would only count against a cap).
+   Returns the bytes locked. */
+static uint64_t lock_dense(colibri_engine_t *e) {
+    const clb_model *m = e->model;
+    uint64_t bytes = 0, refused = 0;
+    int err = 0;
+    for (int i = 0; i < m->src.n_tensors; i++) {
+        const clb_src_tensor *t = &m->src.tensors[i];
+        if (t->expert >= 0 || !t->data || !t->size || t->fd < 0) continue;
+        if (t->copied) { /* packed into the loader's copy: the file's pages are not needed again */
+            (void)posix_fadvise(t->fd, (off_t)t->file_offset, (off_t)t->size, POSIX_FADV_DONTNEED);
+            continue;
+        }
+        /* exactly these bytes read ahead (a fault's read-around would bring experts in with
+           them), and no read-around for later faults on them either */
+        (void)posix_fadvise(t->fd, (off_t)t->file_offset, (off_t)t->size, POSIX_FADV_WILLNEED);
+        const uintptr_t a0 = (uintptr_t)t->data & ~(uintptr_t)4095;
+        (void)madvise((void *)a0, (size_t)((uintptr_t)t->data + t->size - a0), MADV_RANDOM);
+    }
+    for (int i = 0; i < m->src.n_tensors; i++) {
+        const clb_src_tensor *t = &m->src.tensors[i];
+        if (t->expert >= 0 || !t->data || t->copied || !t->size || t->fd < 0) continue;
+        const int r = clb_lock_range(t->data, t->size);
+        if (r) {
+            refused += t->size;
+            if (!err) err = r;
+        } else {
+            bytes += t->size;
+        }
+    }
+    if (err)
+        clb_log(CLB_LOG_INFO, "dense weights: mlock of %llu bytes refused (%s); they stay unlocked",
+                (unsigned long long)refused, strerror(err));
+    return bytes;
 }
 
 static int parse_policy(const char *s) {
@@ -63,12 +126,18 @@ int clb_mem_config_key(const char *path, const cJSON *it, colibri_params *p, boo
         p->cache_policy = pol;
         return COLIBRI_OK;
     }
+    if (!strcmp(k, "direct_io") && cJSON_IsString(it)) {
+        const int m = clb_mem_parse_read_path(it->valuestring);
+        if (m < -1) return clb_err(COLIBRI_ERR_ARG, "%s: 'direct_io' must be true, false, \"auto\" or \"dontneed\"", path);
+        p->direct_io = m;
+        return COLIBRI_OK;
+    }
     if (!strcmp(k, "prefetch") || !strcmp(k, "direct_io") || !strcmp(k, "usage_stats")) {
         if (!cJSON_IsBool(it) && !(cJSON_IsNumber(it) && (it->valuedouble == 0 || it->valuedouble == 1)))
             return clb_err(COLIBRI_ERR_ARG, "%s: '%s' must be true or false", path, k);
         bool on = cJSON_IsTrue(it) || (cJSON_IsNumber(it) && it->valuedouble == 1);
         if (k[0] == 'p') p->prefetch = on ? 1 : -1;
-        else if (k[0] == 'd') p->direct_io = on;
+        else if (k[0] == 'd') p->direct_io = on ? COLIBRI_READ_DIRECT : COLIBRI_READ_BUFFERED;
         else p->usage_stats = on;
         return COLIBRI_OK;
     }
@@ -97,6 +166,8 @@ int clb_mem_init(colibri_engine_t *e, const char *model_path, const colibri_para
     if (p->cache_policy < 0 || p->cache_policy > COLIBRI_CACHE_PINNED)
         return clb_err(COLIBRI_ERR_ARG, "unknown cache policy %d", p->cache_policy);
     if (p->io_threads < 0 || p->io_threads > 64) return clb_err(COLIBRI_ERR_ARG, "io_threads %d not in 0..64", p->io_threads);
+    if (p->direct_io < COLIBRI_READ_BUFFERED || p->direct_io > COLIBRI_READ_DONTNEED)
+        return clb_err(COLIBRI_ERR_ARG, "direct_io %d not in -1..2 (buffered, auto, O_DIRECT, dontneed)", p->direct_io);
     uint64_t pool = p->expert_pool_bytes;
     const char *env = getenv("COLIBRI_PAGE_POOL_SIZE");
     if (env && *env && !clb_mem_parse_size(env, &pool))
@@ -119,13 +190,17 @@ int clb_mem_init(colibri_engine_t *e, const char *model_path, const colibri_para
                        model_path, (unsigned long long)pool, (unsigned long long)e->mem_accounted,
                        (unsigned long long)p->mem_budget);
     }
-    if (pool == 0 && p->direct_io) pool = CLB_DEFAULT_POOL_BYTES; /* O_DIRECT needs a pool */
+    if (pool == 0 && p->direct_io > 0) pool = CLB_DEFAULT_POOL_BYTES; /* an explicit read path needs a pool */
     const char *g = getenv("COLIBRI_GUARD");
     clb_store_cfg cfg = {
         .pool_bytes = pool,
         .policy = p->cache_policy,
         .prefetch = p->prefetch >= 0,
-        .direct_io = p->direct_io != 0,
+        /* auto: a pool keeps the page cache out of the way (a cap that counts it would
+           otherwise take from the pool what the reads leave there) */
+        .direct_io = p->direct_io == COLIBRI_READ_AUTO || p->direct_io == COLIBRI_READ_DIRECT,
+        .drop_cache = p->direct_io != COLIBRI_READ_BUFFERED,
+        .direct_quiet = p->direct_io == COLIBRI_READ_AUTO,
         .io_threads = io_threads,
         .guard = g && *g && strcmp(g, "0") != 0 && !e->embedded, /* no mprotect on a caller's memory */
         .pack = e->pack_k,
@@ -149,6 +224,12 @@ int clb_mem_init(colibri_engine_t *e, const char *model_path, const colibri_para
     /* lookahead: always with a pool (unless off), in the mapping mode only when asked */
     e->lookahead = m->hp->n_expert > 0 && (info.bounded ? p->prefetch >= 0 : p->prefetch > 0);
     e->la_layer = -1;
+    /* a caller's memory (colibri_init_ex) is the caller's to lock */
+    e->dense_locked = info.bounded && !e->embedded ? lock_dense(e) : 0;
+    if (info.bounded)
+        clb_log(CLB_LOG_INFO, "expert pool: %d slots of %llu bytes, reads: %s; dense weights: %llu bytes locked",
+                info.n_slots, (unsigned long long)info.slot_bytes, colibri_read_path_name(info.read_path),
+                (unsigned long long)e->dense_locked);
     return COLIBRI_OK;
 }
 
@@ -160,6 +241,8 @@ void clb_mem_stats(colibri_engine_t *e, colibri_stats_t *s) {
     s->expert_pool_slots = info.bounded ? info.n_slots : 0;
     s->expert_pool_bytes = info.bounded ? info.pool_bytes : 0;
     s->mem_accounted_bytes = e->mem_accounted;
+    s->expert_read_path = info.read_path;
+    s->dense_locked_bytes = e->dense_locked;
     s->prefetch_issued = s->prefetch_used = s->lookahead_true = s->lookahead_hit = 0;
     s->expert_hits_total = s->expert_misses_total = s->expert_bytes_read_total = s->expert_evictions_total = 0;
     s->expert_stall_s_total = 0;

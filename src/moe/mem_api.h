@@ -16,6 +16,8 @@
    (mem_budget, expert_pool, cache_policy, prefetch, direct_io, io_threads, usage_stats);
    errors name the file and key. */
 int clb_mem_config_key(const char *path, const cJSON *it, colibri_params *p, bool *handled);
+/* "auto", "on"/"direct", "off"/"buffered", "dontneed" -> colibri_read_path_mode; -2 otherwise. */
+int clb_mem_parse_read_path(const char *s);
 /* Parses "123", "512MiB", "1.5G", "64k" (powers of 1024) into bytes. */
 bool clb_mem_parse_size(const char *s, uint64_t *out);
 /* Sizes the expert pool from the budget (what dense weights, KV cache and arena leave) or

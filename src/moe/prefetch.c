@@ -5,7 +5,9 @@
  * the bandwidth to four readers as to one). Threads take the next chunk of the most urgent
  * job (demand before lookahead, then first come first served). A thread waiting in acquire
  * reads chunks of its own job too instead of sleeping. With O_DIRECT, reads cover whole
- * pages (buffers, offsets and lengths 4 KiB aligned) and bypass the page cache. */
+ * pages (buffers, offsets and lengths 4 KiB aligned) and bypass the page cache; a buffered
+ * read with cfg.drop_cache hands the pages it brought into the page cache back at once
+ * (posix_fadvise DONTNEED): the pool holds the bytes, and a memory cgroup counts the cache. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -17,28 +19,40 @@
 #include "core/platform.h"
 #include "moe/store_impl.h"
 
-int clb_io_open_direct(clb_expert_store *s, int fd) {
+/* One more descriptor of fd's file, opened once per distinct fd (kept in dfds as pairs
+   (key, descriptor), key = 2 fd + random): O_DIRECT, or buffered with POSIX_FADV_RANDOM — its
+   own readahead state, so that a buffered read brings in exactly the range asked for (the
+   device's read_ahead_kb would otherwise fill the cache with the neighbouring experts, which
+   DONTNEED of the range read leaves there). -1 when refused. */
+static int open_desc(clb_expert_store *s, int fd, bool random) {
     if (fd < 0) return -1;
+    const int key = 2 * fd + random;
     for (int i = 0; i < s->n_dfds; i++)
-        if (s->dfds[2 * i] == fd) return s->dfds[2 * i + 1];
+        if (s->dfds[2 * i] == key) return s->dfds[2 * i + 1];
     char path[64];
     snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-    int dfd = open(path, O_RDONLY | O_DIRECT | O_CLOEXEC);
+    int dfd = open(path, O_RDONLY | O_CLOEXEC | (random ? 0 : O_DIRECT));
     if (dfd < 0) {
-        clb_log(CLB_LOG_WARN, "O_DIRECT refused for descriptor %d (%s): buffered reads", fd, strerror(errno));
+        if (random) return -1; /* the shared descriptor then: reads and DONTNEED work the same */
+        clb_log(s->cfg.direct_quiet ? CLB_LOG_INFO : CLB_LOG_WARN, "O_DIRECT refused for descriptor %d (%s): %s", fd,
+                strerror(errno), s->cfg.drop_cache ? "pread + POSIX_FADV_DONTNEED" : "buffered reads");
         return -1;
     }
+    if (random) (void)posix_fadvise(dfd, 0, 0, POSIX_FADV_RANDOM);
     int *nd = clb_realloc(s->dfds, sizeof(int) * 2 * (size_t)(s->n_dfds + 1));
     if (!nd) {
         close(dfd);
         return -1;
     }
     s->dfds = nd;
-    s->dfds[2 * s->n_dfds] = fd;
+    s->dfds[2 * s->n_dfds] = key;
     s->dfds[2 * s->n_dfds + 1] = dfd;
     s->n_dfds++;
     return dfd;
 }
+
+int clb_io_open_direct(clb_expert_store *s, int fd) { return open_desc(s, fd, false); }
+int clb_io_open_random(clb_expert_store *s, int fd) { return open_desc(s, fd, true); }
 
 static int chunks_of(const clb_st_tensor *t) { return (int)((t->read_len + CLB_STORE_CHUNK - 1) / CLB_STORE_CHUNK); }
 
@@ -75,14 +89,17 @@ static int read_range(clb_expert_store *s, const clb_st_tensor *t, uint8_t *dst,
             return clb_err(COLIBRI_ERR_IO, "expert read at offset %llu: the source ends early", (unsigned long long)off);
         return clb_io_read(t->io, off, n, dst);
     }
-    int fd = direct ? t->dfd : t->fd;
+    const int bfd = t->rfd >= 0 ? t->rfd : t->fd; /* the buffered descriptor */
+    int fd = direct ? t->dfd : bfd;
     while (got < len) {
         ssize_t r = pread(fd, dst + got, (size_t)(len - got), (off_t)(t->read_off + coff + got));
         if (r < 0 && errno == EINTR) continue;
         if (r < 0 && direct && errno == EINVAL && fd == t->dfd) {
-            fd = t->fd; /* this file system refuses O_DIRECT here after all: buffered */
+            fd = bfd; /* this file system refuses O_DIRECT here after all: buffered */
             continue;
         }
+        if (r > 0 && fd == bfd && s->cfg.drop_cache) /* the pool holds them now: no second copy */
+            (void)posix_fadvise(fd, (off_t)(t->read_off + coff + got), (off_t)r, POSIX_FADV_DONTNEED);
         if (r < 0) return clb_err(COLIBRI_ERR_IO, "expert read at offset %llu: %s",
                                   (unsigned long long)(t->read_off + coff + got), strerror(errno));
         if (r == 0) break;

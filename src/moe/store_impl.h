@@ -17,6 +17,7 @@ typedef enum { ES_ABSENT = 0, ES_LOADING = 1, ES_RESIDENT = 2 } clb_es_state;
 /* L2: one tensor (gate, up or down) of an expert */
 typedef struct clb_st_tensor {
     int fd, dfd;          /* buffered / O_DIRECT descriptors (dfd -1 when unavailable) */
+    int rfd;              /* cfg.drop_cache: buffered, POSIX_FADV_RANDOM (-1: fd) */
     const struct clb_io *io; /* or a caller's source (colibri_init_ex; fd -1): read through it */
     uint64_t file_offset; /* first byte of the tensor in the file */
     uint64_t size;        /* tensor bytes */
@@ -90,7 +91,9 @@ struct clb_expert_store {
     int n_threads;
     bool stop;
 
-    int *dfds;           /* O_DIRECT descriptors opened per distinct fd: pairs (fd, dfd) */
+    int read_path;       /* colibri_read_path (configure) */
+    int *dfds;           /* O_DIRECT and POSIX_FADV_RANDOM descriptors opened per distinct fd:
+                            pairs (2 fd + random, descriptor) */
     int n_dfds;
 
     /* encoded experts (container v2): decoders, each with a staging buffer for the stored
@@ -162,5 +165,6 @@ void clb_io_begin_load(clb_expert_store *s, int xi, int slot, int prio);
    during the read). Returns false when no chunk was left to claim. */
 bool clb_io_help(clb_expert_store *s, int slot);
 int clb_io_open_direct(clb_expert_store *s, int fd);
+int clb_io_open_random(clb_expert_store *s, int fd);
 
 #endif

@@ -4,7 +4,7 @@
 # Mixtral-shaped q4_0 GGUF (tools/gen_mixtral_gguf.py --small, ~30 MB, made here in $WORK),
 # `colibri run --dump-logits` gives byte-identical logits and the same greedy ids across:
 # no budget, an expert pool holding only 2 experts per layer, every cache policy, prefetch
-# on/off, O_DIRECT on/off, 1 and 2 threads, batched and token-by-token prompts; plus a
+# on/off, every read path (O_DIRECT, the default; pread + DONTNEED; buffered), 1 and 2 threads, batched and token-by-token prompts; plus a
 # --mem-budget run and guard mode (COLIBRI_GUARD=1) over the whole forward pass.
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -58,6 +58,9 @@ for model in "$FX/mixtral/model-q4_0.gguf" "$hf_model" "$small"; do
 --threads 2 --expert-pool $two --cache-policy pinned --io-threads 1
 --threads 2 --expert-pool $two --batch 1
 --threads 2 --expert-pool $two --batch 7 --direct-io
+--threads 1 --expert-pool $two --buffered-io
+--threads 2 --expert-pool $two --direct-io dontneed --batch 7
+--threads 2 --mem-budget 1GiB --direct-io off
 --threads 2
 --threads 2 --prefetch on
 --threads 2 --mem-budget 1GiB

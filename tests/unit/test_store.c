@@ -124,6 +124,8 @@ static void check_invariance(const char *path) {
         {.pool = two, .direct = 1, .prefetch = -1, .policy = COLIBRI_CACHE_LFU},
         {.pool = two, .threads = 2},
         {.pool = two, .threads = 2, .direct = 1, .policy = COLIBRI_CACHE_PINNED},
+        {.pool = two, .direct = COLIBRI_READ_BUFFERED},              /* the page cache kept */
+        {.pool = two, .threads = 2, .direct = COLIBRI_READ_DONTNEED}, /* pread + DONTNEED */
         {.pool = two, .batch = 3, .io_threads = 1},
         {.pool = two, .prefetch = 1, .io_threads = 2, .threads = 2, .batch = 1},
         {.pool = (uint64_t)1 << 40},                   /* everything fits */
@@ -147,6 +149,13 @@ static void check_invariance(const char *path) {
             assert_true(st.expert_hits_total + st.expert_misses_total > 0);
             assert_true(st.expert_bytes_read_total > 0);
         }
+        /* the read path each setting asks for (O_DIRECT may be refused: then DONTNEED) */
+        const int path_got = st.expert_read_path;
+        if (st.expert_pool_slots == 0) assert_int_equal(path_got, COLIBRI_PATH_MMAP);
+        else if (cfgs[i].direct == COLIBRI_READ_BUFFERED) assert_int_equal(path_got, COLIBRI_PATH_BUFFERED);
+        else if (cfgs[i].direct == COLIBRI_READ_DONTNEED) assert_int_equal(path_got, COLIBRI_PATH_DONTNEED);
+        else assert_true(path_got == COLIBRI_PATH_DIRECT || path_got == COLIBRI_PATH_MIXED ||
+                         path_got == COLIBRI_PATH_DONTNEED);
         free(got);
         colibri_free(e);
     }
@@ -295,6 +304,23 @@ static void test_config_keys(void **state) {
     assert_false(info.prefetch);
     assert_int_equal(info.io_threads, 2);
     colibri_free(e);
+    /* direct_io: false is the buffered path, a string names a mode, anything else is refused */
+    write_text(cfg, "{\"expert_pool\": \"4MiB\", \"direct_io\": false}");
+    assert_non_null(e = colibri_init(big_path, cfg));
+    assert_int_equal(colibri_get_stats(e).expert_read_path, COLIBRI_PATH_BUFFERED);
+    colibri_free(e);
+    write_text(cfg, "{\"expert_pool\": \"4MiB\", \"direct_io\": \"dontneed\"}");
+    assert_non_null(e = colibri_init(big_path, cfg));
+    assert_int_equal(colibri_get_stats(e).expert_read_path, COLIBRI_PATH_DONTNEED);
+    colibri_free(e);
+    write_text(cfg, "{\"direct_io\": \"sometimes\"}");
+    assert_null(colibri_init(big_path, cfg));
+    assert_non_null(strstr(colibri_last_error(), "direct_io"));
+    colibri_params bad = colibri_params_default();
+    bad.expert_pool_bytes = 4u << 20;
+    bad.direct_io = 3;
+    assert_null(colibri_init_params(big_path, &bad));
+    assert_non_null(strstr(colibri_last_error(), "direct_io"));
     write_text(cfg, "{\"cache_policy\": \"random\"}");
     assert_null(colibri_init(big_path, cfg));
     assert_non_null(strstr(colibri_last_error(), "cache_policy"));
