@@ -2,18 +2,20 @@
 # memory_budget.sh — Colibri's expert memory hierarchy on a model larger than its budget
 # (docs/MEMORY.md). Not run in CI.
 #
-#   sh bench/memory_budget.sh [-m MODEL] [-l LLAMA_BENCH] [-c CAP] [-b BUDGET] [-o OUTDIR] [--sweep]
+#   sh bench/memory_budget.sh [-m MODEL] [-l LLAMA_BENCH] [-B OLD_COLIBRI] [-c CAP] [-b BUDGET] [-o OUTDIR] [--sweep]
 #
 #   MODEL        Mixtral-shaped q4_0 GGUF (default /tmp/mixtral-4l-q4_0.gguf; made with
 #                /usr/bin/python3 tools/gen_mixtral_gguf.py MODEL if missing)
-#   LLAMA_BENCH  path of llama.cpp's llama-bench (optional; skipped when absent)
+#   LLAMA_BENCH  path of llama.cpp's (or ik_llama.cpp's) llama-bench (optional; skipped when absent)
+#   OLD_COLIBRI  an older colibri binary, run with the same options (its own defaults)
 #   CAP          cgroup memory cap, page cache included (default 1536M)
 #   BUDGET       colibri --mem-budget inside the cap (default 1400M)
 #   --sweep      also decode tok/s against the budget, 10%..100% of the model (no cap), for
 #                docs/memory_budget.svg (bench/plot_budget.py)
 #
-# Environment: NDEC (decoded tokens, 32), PAIRS (cold colibri / llama.cpp pairs, 3),
-# THREADS (2). The engines take turns, pair by pair, each run cold; this VM's disk moves
+# Environment: NDEC (decoded tokens, 32), ROUNDS (rounds of cold runs, every engine once
+# each, 3), THREADS (2), COLIBRI_ARGS (options added to the colibri runs), LLAMA_RTR=1 (also
+# llama-bench -rtr 1), BUFFERED=0 (skip the --buffered-io run). The engines take turns, pair by pair, each run cold; this VM's disk moves
 # between 400 and 1300 MB/s from one minute to the next, so the disk is also measured
 # again after the runs.
 #
@@ -25,6 +27,7 @@ set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 MODEL=/tmp/mixtral-4l-q4_0.gguf
 LLAMA=""
+BEFORE=""
 CAP=1536M
 BUDGET=1400M
 OUT=${TMPDIR:-/tmp}/colibri-membench
@@ -37,6 +40,7 @@ while [ $# -gt 0 ]; do
     case "$1" in
     -m) MODEL=$2; shift 2 ;;
     -l) LLAMA=$2; shift 2 ;;
+    -B) BEFORE=$2; shift 2 ;;
     -c) CAP=$2; shift 2 ;;
     -b) BUDGET=$2; shift 2 ;;
     -o) OUT=$2; shift 2 ;;
@@ -56,11 +60,11 @@ CAP_B=$(to_bytes "$CAP")
 # ---- cgroup ----
 CG=""
 if [ -d /sys/fs/cgroup/memory ]; then
-    CG=/sys/fs/cgroup/memory/colibri-bench
+    CG=/sys/fs/cgroup/memory/colibri-bench-$$
     mkdir -p "$CG" && echo "$CAP_B" > "$CG/memory.limit_in_bytes" || CG=""
     LIMIT_FILE=memory.limit_in_bytes; PEAK_FILE=memory.max_usage_in_bytes
 elif [ -f /sys/fs/cgroup/cgroup.controllers ]; then
-    CG=/sys/fs/cgroup/colibri-bench
+    CG=/sys/fs/cgroup/colibri-bench-$$
     mkdir -p "$CG" && echo "$CAP_B" > "$CG/memory.max" || CG=""
     LIMIT_FILE=memory.max; PEAK_FILE=memory.peak
 fi
@@ -121,56 +125,82 @@ print("colibri %-6s decode %.2f tok/s | hit %.1f%% | read %.1f MB/token | recall
       100 * j["decode_tok_s"] / bound if bound > 0 else 0))
 EOF
 }
-# ---- colibri and llama.cpp under the same cap, taking turns ----
-# Each pair runs both engines cold (the model's pages evicted first) within a minute of each
-# other, so a slow spell of the shared disk falls on both; PAIRS pairs, medians.
-run_llama() { # label
-    capped "$LLAMA" -m "$MODEL" -p 0 -n "$NDEC" -t "$THREADS" -r 1 -o json \
-        > "$OUT/llama-$1.json" 2> "$OUT/llama-$1.err" || { echo "llama-bench failed:"; tail -5 "$OUT/llama-$1.err"; }
-    "$PY" - "$OUT/llama-$1.json" "$(cat "$OUT/peak" 2>/dev/null || echo 0)" "$1" <<'EOF'
+# ---- the engines under the same cap, taking turns ----
+# Each round runs every engine cold (the model's pages evicted first) within a few minutes of
+# each other, so a slow spell of the shared disk falls on all; ROUNDS rounds, medians.
+#   colibri   default options: --mem-budget BUDGET alone (COLIBRI_ARGS adds options)
+#   before    an older colibri (-B PATH), the same options: its own defaults
+#   llama     llama-bench (-l PATH) on the mapping, and with LLAMA_RTR=1 also -rtr 1 (ik_llama.cpp's
+#             run-time repack: the weights copied into anonymous memory at load)
+run_llama() { # label, extra args...
+    _label=$1; shift
+    capped "$LLAMA" -m "$MODEL" -p 0 -n "$NDEC" -t "$THREADS" -r 1 -o json "$@" \
+        > "$OUT/$_label.json" 2> "$OUT/$_label.err" || { echo "llama-bench $_label failed:"; tail -5 "$OUT/$_label.err"; }
+    "$PY" - "$OUT/$_label.json" "$(cat "$OUT/peak" 2>/dev/null || echo 0)" "$_label" <<'EOF'
 import json, sys
 try:
     r = [x for x in json.load(open(sys.argv[1])) if x.get("n_gen", 0) > 0][0]
-    print("llama.cpp %-6s decode %.2f tok/s | cgroup peak %.0f MiB" % (sys.argv[3], r["avg_ts"], int(sys.argv[2]) / 2**20))
+    print("%-14s decode %.2f tok/s | cgroup peak %.0f MiB" % (sys.argv[3], r["avg_ts"], int(sys.argv[2]) / 2**20))
 except Exception as e:
-    print("llama.cpp %s: no result (%s)" % (sys.argv[3], e))
+    print("%s: no result (%s)" % (sys.argv[3], e))
 EOF
 }
 HAVE_LLAMA=0
 if [ -n "$LLAMA" ] && [ -x "$LLAMA" ]; then HAVE_LLAMA=1; else echo "llama.cpp: no llama-bench given (-l PATH): Colibri figures only"; fi
-PAIRS=${PAIRS:-3}
-for i in $(seq 1 "$PAIRS"); do
+if [ -n "$BEFORE" ]; then cp "$BEFORE" "$OUT/colibri-before-bin" || exit 1; fi
+ROUNDS=${ROUNDS:-${PAIRS:-3}}
+for i in $(seq 1 "$ROUNDS"); do
     evict_file "$MODEL"
     [ "$i" -gt 1 ] || echo "page cache holds $(cached_mib "$MODEL") MiB of the model (cold)"
-    run_colibri "cold$i" 1 --mem-budget "$BUDGET" --direct-io
-    [ "$HAVE_LLAMA" = 0 ] || { evict_file "$MODEL"; run_llama "cold$i"; }
+    # shellcheck disable=SC2086
+    run_colibri "cold$i" 1 --mem-budget "$BUDGET" ${COLIBRI_ARGS:-}
+    if [ -n "$BEFORE" ]; then
+        evict_file "$MODEL"
+        COLIBRI_SAVE=$COLIBRI; COLIBRI=$OUT/colibri-before-bin
+        run_colibri "before$i" 1 --mem-budget "$BUDGET"
+        COLIBRI=$COLIBRI_SAVE
+    fi
+    [ "$HAVE_LLAMA" = 0 ] || { evict_file "$MODEL"; run_llama "llama-cold$i"; }
+    [ "$HAVE_LLAMA" = 0 ] || [ "${LLAMA_RTR:-0}" = 0 ] || { evict_file "$MODEL"; run_llama "llama-rtr$i" -rtr 1; }
 done
-run_colibri buffered 1 --mem-budget "$BUDGET"
-"$PY" - "$OUT" "$PAIRS" "$HAVE_LLAMA" <<'EOF'
+[ "${BUFFERED:-1}" = 0 ] || { evict_file "$MODEL"; run_colibri buffered 1 --mem-budget "$BUDGET" --buffered-io; }
+"$PY" - "$OUT" "$ROUNDS" <<'EOF'
 import json, os, statistics, sys
-out, n, have = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"
+out, n = sys.argv[1], int(sys.argv[2])
 def get(p, f):
     try:
         return f(json.load(open(os.path.join(out, p))))
     except Exception:
         return None
 R = range(1, n + 1)
-col = [get("colibri-cold%d.json" % i, lambda j: j["decode_tok_s"]) for i in R]
+tok = lambda j: j["decode_tok_s"]
+llama = lambda j: [x for x in j if x.get("n_gen", 0) > 0][0]["avg_ts"]
+series = {
+    "colibri": [get("colibri-cold%d.json" % i, tok) for i in R],
+    "before": [get("colibri-before%d.json" % i, tok) for i in R],
+    "llama": [get("llama-cold%d.json" % i, llama) for i in R],
+    "llama_rtr": [get("llama-rtr%d.json" % i, llama) for i in R],
+}
 frac = [get("colibri-cold%d.json" % i, lambda j: j["decode_tok_s"] / j["io_bound_tok_s"]) for i in R]
-lla = [get("llama-cold%d.json" % i, lambda j: [x for x in j if x.get("n_gen", 0) > 0][0]["avg_ts"]) for i in R] if have else []
 def med(v):
     v = [x for x in v if x is not None]
     return statistics.median(v) if v else None
-ratios = [c / l for c, l in zip(col, lla) if c and l]
-res = {"colibri_tok_s": col, "colibri_io_bound_fraction": frac, "llama_tok_s": lla, "ratio_per_pair": ratios,
-       "colibri_median": med(col), "io_bound_fraction_median": med(frac), "llama_median": med(lla),
-       "ratio_median": med(ratios)}
+res = dict(series)
+res.update({k + "_median": med(v) for k, v in series.items()})
+res["colibri_io_bound_fraction"] = frac
+res["io_bound_fraction_median"] = med(frac)
+for k in ("before", "llama", "llama_rtr"):
+    r = [c / o for c, o in zip(series["colibri"], series[k]) if c and o]
+    res["ratio_vs_" + k] = r
+    res["ratio_vs_" + k + "_median"] = med(r)
 json.dump(res, open(os.path.join(out, "summary.json"), "w"), indent=1)
-print("colibri decode median %.2f tok/s over %d cold runs, %.0f%% of the I/O bound (median)" % (
-    res["colibri_median"] or 0, n, 100 * (res["io_bound_fraction_median"] or 0)))
-if ratios:
-    print("llama.cpp decode median %.2f tok/s; colibri / llama.cpp per pair: %s; median %.2fx" % (
-        res["llama_median"], " ".join("%.2fx" % r for r in ratios), res["ratio_median"]))
+fmt = lambda v: " ".join("%.2f" % x if x else "-" for x in v)
+print("colibri (default) decode tok/s: %s; median %.2f, %.0f%% of the I/O bound (median)" % (
+    fmt(series["colibri"]), res["colibri_median"] or 0, 100 * (res["io_bound_fraction_median"] or 0)))
+for k in ("before", "llama", "llama_rtr"):
+    if res[k + "_median"]:
+        print("%-9s decode tok/s: %s; median %.2f; colibri / %s per round: %s; median %.2fx" % (
+            k, fmt(series[k]), res[k + "_median"], k, fmt(res["ratio_vs_" + k]), res["ratio_vs_" + k + "_median"] or 0))
 EOF
 
 BW4B=$(bw 4)
