@@ -88,15 +88,16 @@ MODEL_B=$(stat -c %s "$MODEL")
 echo "model: $MODEL ($(echo "$MODEL_B / 1000000000" | bc -l | cut -c1-5) GB), cap $CAP ($CAP_B bytes), budget $BUDGET"
 echo "machine: $(nproc) CPUs, $(free -m | awk '/Mem:/{print $2}') MiB RAM, threads $THREADS"
 
-# ---- disk bandwidth: 1 and 4 readers, O_DIRECT, 1 GiB each ----
-bw() { # bw N -> MB/s over N parallel O_DIRECT readers of 1 GiB at different offsets
-    _n=$1; _t0=$(date +%s.%N)
+# ---- disk bandwidth: 1 and 4 readers, O_DIRECT, 4 MiB reads ----
+bw() { # bw N -> MB/s over N parallel O_DIRECT readers, each of its own 1/N of the first
+       # 2 GiB of the model (a reader past the end of the file would count bytes never read)
+    _n=$1; _c=$((512 / _n)); _t0=$(date +%s.%N)
     for i in $(seq 0 $((_n - 1))); do
-        dd if="$MODEL" of=/dev/null bs=4M count=256 skip=$((i * 256)) iflag=direct 2>/dev/null &
+        dd if="$MODEL" of=/dev/null bs=4M count=$_c skip=$((i * _c)) iflag=direct 2>/dev/null &
     done
     wait
     _t1=$(date +%s.%N)
-    echo "$_n * 1073.741824 / ($_t1 - $_t0)" | bc -l | cut -d. -f1
+    echo "$_n * $_c * 4.194304 / ($_t1 - $_t0)" | bc -l | cut -d. -f1
 }
 BW1=$(bw 1); BW4=$(bw 4)
 echo "disk read bandwidth (O_DIRECT, 4 MiB reads): 1 reader $BW1 MB/s, 4 readers $BW4 MB/s"
