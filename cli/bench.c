@@ -191,14 +191,14 @@ int cmd_bench(int argc, char **argv) {
                    "\"stall_s_per_token\":%.5f,\"prefetch_issued\":%.0f,\"prefetch_used\":%.0f,"
                    "\"sched_us_per_moe_layer\":%.2f,\"sched_us_per_moe_layer_p50\":%.2f,"
                    "\"decode_ms_attention\":%.3f,\"decode_ms_ffn\":%.3f,\"decode_ms_head\":%.3f,"
-                   "\"read_path\":\"%s\",\"dense_locked_bytes\":%llu}\n",
+                   "\"read_path\":\"%s\",\"dense_locked_bytes\":%llu,\"experts_dropped\":%llu}\n",
                    model, np, nn, depth, reps, (unsigned long long)st.kv_bytes, (unsigned long long)st.kv_bytes_per_token,
                    pre_m, dec_m, p50, p99, p999, lmax, (unsigned long long)st.peak_rss_bytes,
                    st.expert_pool_slots, (unsigned long long)st.expert_pool_bytes,
                    (unsigned long long)st.mem_accounted_bytes, hit, macc.bytes / ntok, recall, macc.stall / ntok,
                    macc.pf_issued, macc.pf_used, sched_us, sched_p50, macc.t_att / ntok * 1e3,
                    macc.t_moe / ntok * 1e3, macc.t_head / ntok * 1e3, colibri_read_path_name(st.expert_read_path),
-                   (unsigned long long)st.dense_locked_bytes);
+                   (unsigned long long)st.dense_locked_bytes, (unsigned long long)st.moe_experts_dropped);
         } else {
             printf("model:   %s\nprefill: %ld tokens at depth %ld, %.2f tok/s (median of %ld)\ndecode:  %ld tokens at depth "
                    "%ld, %.2f tok/s (median), per token p50 %.3f ms, p99 %.3f ms, p99.9 %.3f ms, max %.3f ms\npeak RSS: %.1f MiB; KV cache %.1f MiB, "
@@ -217,6 +217,9 @@ int cmd_bench(int argc, char **argv) {
                        st.expert_pool_slots, st.expert_pool_bytes / 1048576.0, hit * 100, macc.bytes / ntok / 1048576.0,
                        macc.stall / ntok * 1e3, recall * 100, colibri_read_path_name(st.expert_read_path),
                        st.dense_locked_bytes / 1048576.0);
+            if (st.moe_experts_dropped)
+                printf("moe-miss-drop: %llu expert selections dropped (not in the pool)\n",
+                       (unsigned long long)st.moe_experts_dropped);
         }
     }
     free(prompt);

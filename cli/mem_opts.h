@@ -18,6 +18,7 @@
     "  --prefetch on|off     batch union + router lookahead prefetch (default on)\n"               \
     "  --direct-io [M]       pool reads: auto (default), on, dontneed, off (= --buffered-io)\n"  \
     "  --io-threads N        expert I/O threads (default 4)\n"                                     \
+    "  --moe-miss-drop W     drop absent experts of weight < W\n"                                  \
     "  --usage-stats         keep routing counts in MODEL.usage (teaches the pinned policy)\n"
 
 /* Returns 1 when argv[*i] was a memory option (consumed), 0 when not, -1 on a bad value. */
@@ -38,7 +39,7 @@ static inline int mem_opts_parse(colibri_params *p, int argc, char **argv, int *
     }
     if (!strcmp(a, "--usage-stats")) return p->usage_stats = 1, 1;
     if (strcmp(a, "--mem-budget") && strcmp(a, "--expert-pool") && strcmp(a, "--cache-policy") &&
-        strcmp(a, "--prefetch") && strcmp(a, "--io-threads"))
+        strcmp(a, "--prefetch") && strcmp(a, "--io-threads") && strcmp(a, "--moe-miss-drop"))
         return 0;
     if (!(val = cli_value(argc, argv, i))) return -1;
     if (!strcmp(a, "--mem-budget") || !strcmp(a, "--expert-pool")) {
@@ -54,6 +55,10 @@ static inline int mem_opts_parse(colibri_params *p, int argc, char **argv, int *
         if (!strcmp(val, "on")) p->prefetch = 1;
         else if (!strcmp(val, "off")) p->prefetch = -1;
         else return cli_fail("--prefetch: '%s' is not on or off", val), -1;
+    } else if (!strcmp(a, "--moe-miss-drop")) {
+        double d;
+        if (!cli_float(val, 0, 1, &d)) return cli_fail("--moe-miss-drop: '%s' is not in 0..1", val), -1;
+        p->moe_miss_drop = (float)d;
     } else {
         if (!cli_int(val, 0, 64, &v)) return cli_fail("--io-threads: '%s' is not in 0..64", val), -1;
         p->io_threads = (int)v;

@@ -105,6 +105,7 @@ typedef struct colibri_stats {
     double expert_stall_s_total;
     int32_t expert_read_path;     /* colibri_read_path */
     uint64_t dense_locked_bytes;  /* dense weights mlock'ed inside a budget (0 when refused or unbounded) */
+    uint64_t moe_experts_dropped; /* selections dropped by moe_miss_drop (not in the pool) */
 } colibri_stats_t;
 
 /* colibri_params.direct_io */
@@ -208,6 +209,12 @@ typedef struct colibri_params {
     int32_t wait_policy;        /* colibri_wait_policy: how the threads wait for each other */
     int32_t spin_us;            /* spin (or yield) limit of the hybrid and yield policies in us;
                                    0 = 3000, -1 = none (sleep at once) */
+    float moe_miss_drop;        /* residency-aware dynamic k (docs/MEMORY.md), 0 = off (the default:
+                                   logits never depend on the pool). > 0, with a pool: a selected
+                                   expert other than a token's first whose routing weight is below
+                                   this and that is neither in the pool nor being read when its
+                                   layer runs is dropped, the token's other weights scaled to the
+                                   same sum (so the logits then depend on timing) */
 } colibri_params;
 
 /* How the pool's threads wait for work and the evaluating thread for them. Every policy

@@ -161,6 +161,34 @@ static int xp_exchange_begin(colibri_engine_t *e, int l) {
     return COLIBRI_OK;
 }
 
+/* Residency-aware dynamic k (colibri_params.moe_miss_drop): token t's selections after its
+   first whose weight (as a share of the token's selected weights) is below the threshold
+   and whose expert is absent from the pool (not even being read) are dropped; the kept weights are scaled to the sum of all, as the
+   routing's own normalisation would give them. Unbounded, nothing is ever absent. */
+static void miss_drop(colibri_engine_t *e, int l, int t) {
+    const int kc = e->k_cap, k = e->tok_k[t];
+    int *sel = e->sel + t * kc;
+    float *w = e->sel_w + t * kc;
+    double all = 0, kept = 0;
+    for (int s = 0; s < k; s++) all += w[s];
+    int nk = 0;
+    for (int s = 0; s < k; s++) {
+        /* the threshold is on the share of the token's weight, whatever routed_scale is */
+        if (s > 0 && w[s] < e->miss_drop * all && clb_xp_mine(e, l, sel[s]) &&
+            clb_store_is_absent(e->model->store, l, sel[s])) {
+            e->n_dropped++;
+            continue;
+        }
+        kept += w[s];
+        sel[nk] = sel[s];
+        w[nk++] = w[s];
+    }
+    if (nk == k) return;
+    e->tok_k[t] = nk;
+    if (kept > 0)
+        for (int s = 0; s < nk; s++) w[s] = (float)(w[s] * (all / kept));
+}
+
 /* Routed experts for a batch: route every token, group the (token, slot) assignments by
    expert, then run the gate and up projections of every selected expert in one parallel
    dispatch, SwiGLU, and every down projection in a second one. Each expert's weights
@@ -176,6 +204,7 @@ static void route_batch(colibri_engine_t *e, const clb_layer *L, int l, int n, c
     memset(e->e_count, 0, sizeof(int) * (size_t)ne);
     for (int t = 0; t < n; t++) {
         e->tok_k[t] = clb_route(&rc, e->r_logits + (int64_t)t * ne, e->r_scratch, e->sel + t * kc, e->sel_w + t * kc);
+        if (e->miss_drop > 0) miss_drop(e, l, t);
         for (int s = 0; s < e->tok_k[t]; s++) e->e_count[e->sel[t * kc + s]]++;
     }
     memcpy(e->last_route + (int64_t)l * ne, e->e_count, sizeof(int) * (size_t)ne); /* colibri_expert_state */

@@ -82,6 +82,8 @@ struct colibri_engine {
     bool lookahead;   /* prefetch on and the store has a pool */
     uint64_t mem_accounted; /* dense + KV + arena bytes */
     uint64_t dense_locked;  /* dense weights mlock'ed inside a budget */
+    float miss_drop;        /* colibri_params.moe_miss_drop (0 off) */
+    uint64_t n_dropped;     /* selections it dropped */
 
     /* -- expert parallelism (src/moe/expert_exec.c, colibri_set_expert_exec) -- */
     bool xp_on;             /* this engine is one rank of several */

@@ -610,6 +610,15 @@ void clb_store_evict_all(clb_expert_store *s) {
     pthread_mutex_unlock(&s->mu);
 }
 
+bool clb_store_is_absent(clb_expert_store *s, int layer, int expert) {
+    clb_st_expert *x = clb_st_get(s, layer, expert);
+    if (!x || !x->present || !s->bounded) return false;
+    pthread_mutex_lock(&s->mu);
+    bool r = x->state == ES_ABSENT;
+    pthread_mutex_unlock(&s->mu);
+    return r;
+}
+
 bool clb_store_is_resident(clb_expert_store *s, int layer, int expert) {
     clb_st_expert *x = clb_st_get(s, layer, expert);
     if (!x || !x->present) return false;

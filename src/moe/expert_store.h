@@ -87,6 +87,8 @@ int clb_store_max_pinned(const clb_expert_store *s);
 void clb_store_note_recall(clb_expert_store *s, int layer, uint64_t n_hit, uint64_t n_true);
 /* Drops every unpinned resident expert (tests; shrinking). */
 void clb_store_evict_all(clb_expert_store *s);
+/* Bounded mode: neither in the pool nor being read (false in the unbounded mode). */
+bool clb_store_is_absent(clb_expert_store *s, int layer, int expert);
 bool clb_store_is_resident(clb_expert_store *s, int layer, int expert);
 /* Writes the usage file now (also done by clb_store_free). */
 int clb_store_save_usage(clb_expert_store *s);

@@ -243,6 +243,7 @@ void clb_mem_stats(colibri_engine_t *e, colibri_stats_t *s) {
     s->mem_accounted_bytes = e->mem_accounted;
     s->expert_read_path = info.read_path;
     s->dense_locked_bytes = e->dense_locked;
+    s->moe_experts_dropped = e->n_dropped;
     s->prefetch_issued = s->prefetch_used = s->lookahead_true = s->lookahead_hit = 0;
     s->expert_hits_total = s->expert_misses_total = s->expert_bytes_read_total = s->expert_evictions_total = 0;
     s->expert_stall_s_total = 0;

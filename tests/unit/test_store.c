@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,6 +66,7 @@ static int teardown(void **state) {
 typedef struct run_cfg {
     uint64_t pool, budget;
     int policy, prefetch, direct, threads, batch, io_threads;
+    float miss_drop;
 } run_cfg;
 
 static colibri_engine_t *open_cfg(const char *path, const run_cfg *c) {
@@ -78,6 +80,7 @@ static colibri_engine_t *open_cfg(const char *path, const run_cfg *c) {
     p.prefetch = c->prefetch;
     p.direct_io = c->direct;
     p.io_threads = c->io_threads;
+    p.moe_miss_drop = c->miss_drop;
     colibri_engine_t *e = colibri_init_params(path, &p);
     if (!e) fprintf(stderr, "init %s: %s\n", path, colibri_last_error());
     return e;
@@ -106,15 +109,26 @@ static uint64_t slot_bytes_of(const char *path) {
     return info.slot_bytes;
 }
 
-static void check_invariance(const char *path) {
+/* the unbounded run's logits (the reference), the vocabulary, the layers and the bytes of a
+   pool of 2 experts per layer */
+static float *reference(const char *path, size_t *V, int *n_layers, uint64_t *two) {
     run_cfg ref = {0};
     colibri_engine_t *e = open_cfg(path, &ref);
     assert_non_null(e);
-    const size_t V = (size_t)colibri_n_vocab(e);
-    const int n_layer = e->hp->n_layer;
+    *V = (size_t)colibri_n_vocab(e);
+    *n_layers = e->hp->n_layer;
     float *want = run_logits(e);
     colibri_free(e);
-    const uint64_t two = 2 * (uint64_t)n_layer * slot_bytes_of(path);
+    *two = 2 * (uint64_t)*n_layers * slot_bytes_of(path);
+    return want;
+}
+
+static void check_invariance(const char *path) {
+    size_t V;
+    uint64_t two;
+    int n_layer;
+    float *want = reference(path, &V, &n_layer, &two);
+    colibri_engine_t *e;
     const run_cfg cfgs[] = {
         {.pool = two, .policy = COLIBRI_CACHE_LRU},
         {.pool = two, .policy = COLIBRI_CACHE_LFU},
@@ -126,6 +140,7 @@ static void check_invariance(const char *path) {
         {.pool = two, .threads = 2, .direct = 1, .policy = COLIBRI_CACHE_PINNED},
         {.pool = two, .direct = COLIBRI_READ_BUFFERED},              /* the page cache kept */
         {.pool = two, .threads = 2, .direct = COLIBRI_READ_DONTNEED}, /* pread + DONTNEED */
+        {.miss_drop = 1.0f, .threads = 2},             /* unbounded: nothing is ever absent */
         {.pool = two, .batch = 3, .io_threads = 1},
         {.pool = two, .prefetch = 1, .io_threads = 2, .threads = 2, .batch = 1},
         {.pool = (uint64_t)1 << 40},                   /* everything fits */
@@ -156,9 +171,42 @@ static void check_invariance(const char *path) {
         else if (cfgs[i].direct == COLIBRI_READ_DONTNEED) assert_int_equal(path_got, COLIBRI_PATH_DONTNEED);
         else assert_true(path_got == COLIBRI_PATH_DIRECT || path_got == COLIBRI_PATH_MIXED ||
                          path_got == COLIBRI_PATH_DONTNEED);
+        assert_int_equal(st.moe_experts_dropped, 0); /* off, or nothing absent */
         free(got);
         colibri_free(e);
     }
+    free(want);
+}
+
+/* Residency-aware dynamic k (moe_miss_drop): off by default (check_invariance: the logits
+   never depend on the pool, and nothing is dropped with it on in the unbounded mode). On,
+   with a pool of 2 experts per layer and no prefetch, the experts it drops change the logits
+   (finite, counted); out-of-range values are refused. */
+static void test_miss_drop(void **state) {
+    (void)state;
+    size_t V;
+    uint64_t two;
+    int n_layer;
+    float *want = reference(tiny_path, &V, &n_layer, &two);
+    colibri_engine_t *e;
+    run_cfg on = {.pool = two, .prefetch = -1, .miss_drop = 1.0f};
+    assert_non_null(e = open_cfg(tiny_path, &on));
+    float *got = run_logits(e);
+    colibri_stats_t st = colibri_get_stats(e);
+    fprintf(stderr, "moe_miss_drop 1.0, pool of 2 per layer: %llu selections dropped, %llu hits, %llu misses\n",
+            (unsigned long long)st.moe_experts_dropped, (unsigned long long)st.expert_hits_total,
+            (unsigned long long)st.expert_misses_total);
+    assert_true(st.moe_experts_dropped > 0);
+    for (size_t i = 0; i < (NT + ND) * V; i++) assert_true(isfinite(got[i]));
+    assert_true(memcmp(got, want, sizeof(float) * (NT + ND) * V) != 0);
+    free(got);
+    colibri_free(e);
+    colibri_params p = colibri_params_default();
+    p.moe_miss_drop = 1.5f;
+    assert_null(colibri_init_params(tiny_path, &p));
+    assert_non_null(strstr(colibri_last_error(), "moe_miss_drop"));
+    p.moe_miss_drop = NAN;
+    assert_null(colibri_init_params(tiny_path, &p));
     free(want);
 }
 
@@ -531,6 +579,7 @@ int main(void) {
         cmocka_unit_test(test_invariance_generated),
         cmocka_unit_test(test_invariance_fixtures),
         cmocka_unit_test(test_policy_switch),
+        cmocka_unit_test(test_miss_drop),
         cmocka_unit_test(test_stats),
         cmocka_unit_test(test_budget_errors),
         cmocka_unit_test(test_config_keys),
