@@ -32,7 +32,14 @@ static void attention(colibri_engine_t *e, const clb_layer *L, int l, int n) {
 static void swiglu(colibri_engine_t *e, const clb_weight *g, const clb_weight *u, const clb_weight *d,
                    const float *x, int n, float *y) {
     const int64_t E = e->hp->n_embd;
-    clb_ffn_glu(&e->mm, e->hp->ffn_act, g, u, d, x, E, n, e->ff_g, e->ff_u, y, E);
+    clb_ffn_glu(&e->mm, e->hp->ffn_act, e->hp->act_alpha, e->hp->act_limit, g, u, d, x, E, n, e->ff_g, e->ff_u, y, E);
+}
+
+/* y[t][i] += b[i] for n rows of w floats (b NULL: nothing) */
+static void add_rows(float *y, int64_t w, int n, const float *b) {
+    if (!b) return;
+    for (int t = 0; t < n; t++)
+        for (int64_t i = 0; i < w; i++) y[t * w + i] += b[i];
 }
 
 /* ---- expert memory hierarchy (docs/MEMORY.md): batch union + router lookahead ---- */
@@ -65,6 +72,7 @@ static void moe_prefetch(colibri_engine_t *e, int l, int n) {
     if (nl >= hp->n_layer || !e->model->layers[nl].is_moe) return;
     const clb_layer *N = &e->model->layers[nl];
     clb_matmul(&e->mm, &N->router, e->xn, hp->n_embd, n, e->la_logits, ne);
+    add_rows(e->la_logits, ne, n, N->router_b.data);
     clb_router_cfg rc = e->router;
     rc.bias = N->router_bias.data;
     for (int t = 0; t < n; t++) {
@@ -189,6 +197,11 @@ static void miss_drop(colibri_engine_t *e, int l, int t) {
         for (int s = 0; s < nk; s++) w[s] = (float)(w[s] * (all / kept));
 }
 
+/* Expert x's row of a stacked [n_expert][rows] f32 bias, or NULL when the layer has none. */
+static const float *expert_bias(const clb_weight *b, int x) {
+    return b->data ? (const float *)b->data + (int64_t)x * b->cols : NULL;
+}
+
 /* Routed experts for a batch: route every token, group the (token, slot) assignments by
    expert, then run the gate and up projections of every selected expert in one parallel
    dispatch, SwiGLU, and every down projection in a second one. Each expert's weights
@@ -199,6 +212,7 @@ static void route_batch(colibri_engine_t *e, const clb_layer *L, int l, int n, c
     const clb_hparams *hp = e->hp;
     const int ne = hp->n_expert, kc = e->k_cap;
     clb_matmul(&e->mm, &L->router, in, hp->n_embd, n, e->r_logits, ne);
+    add_rows(e->r_logits, ne, n, L->router_b.data);
     clb_router_cfg rc = e->router;
     rc.bias = L->router_bias.data;
     memset(e->e_count, 0, sizeof(int) * (size_t)ne);
@@ -273,7 +287,9 @@ static int moe(colibri_engine_t *e, const clb_layer *L, int l, int n) {
         e->e_idx[nj] = x;
         e->jobs[nj++] = (clb_mm_job){.w = &w->gate, .xq = xq, .xq_stride = stride, .n_tok = cnt,
                                      .y = e->ff_g + a0 * ff, .y_stride = ff, .up = &w->up, .xq_up = xu,
-                                     .xq_up_stride = stride_u, .y_up = e->ff_u + a0 * ff, .act = hp->ffn_act};
+                                     .xq_up_stride = stride_u, .y_up = e->ff_u + a0 * ff,
+                                     .bias = expert_bias(&L->exp_gate_b, x), .bias_up = expert_bias(&L->exp_up_b, x),
+                                     .act = hp->ffn_act, .act_alpha = hp->act_alpha, .act_limit = hp->act_limit};
     }
     if (!st) {
         /* the hidden rows' conversion for the down projections happens in the first dispatch,
@@ -281,6 +297,7 @@ static int moe(colibri_engine_t *e, const clb_layer *L, int l, int n) {
         for (int i = 0; i < nj; i++) {
             const int x = e->e_idx[i];
             q = clb_mm_chain_down(&e->jobs[i], &e->e_w[x]->down, e->xe + (int64_t)e->e_start[x] * E, E, q, &e->jobs_d[i]);
+            e->jobs_d[i].bias = expert_bias(&L->exp_down_b, x);
         }
         /* gate and up projections with SwiGLU fused, all experts in one dispatch; then every
            down projection, into xe (the inputs are consumed) */

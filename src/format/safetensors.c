@@ -32,6 +32,7 @@ static bool st_dtype(const char *s, int *dtype, uint64_t *esize) {
     if (strcmp(s, "F32") == 0) *dtype = CLB_DT_F32, *esize = 4;
     else if (strcmp(s, "F16") == 0) *dtype = CLB_DT_F16, *esize = 2;
     else if (strcmp(s, "BF16") == 0) *dtype = CLB_DT_BF16, *esize = 2;
+    else if (strcmp(s, "U8") == 0) *dtype = CLB_ST_U8, *esize = 1; /* MXFP4 blocks and scales */
     else return false;
     return true;
 }
@@ -62,7 +63,7 @@ static int parse_entry(const char *path, const clb_map *m, const cJSON *e, uint6
     uint64_t esize;
     if (!st_dtype(dt->valuestring, &t->dtype, &esize))
         return clb_err(COLIBRI_ERR_UNSUPPORTED,
-                       "%s: tensor '%s' has dtype %s; only F32, F16 and BF16 are supported", path, nm,
+                       "%s: tensor '%s' has dtype %s; only F32, F16, BF16 and U8 are supported", path, nm,
                        dt->valuestring);
     const cJSON *shape = cJSON_GetObjectItemCaseSensitive(e, "shape");
     int nd = cJSON_IsArray(shape) ? cJSON_GetArraySize(shape) : -1;

@@ -8,13 +8,17 @@
 #include "core/platform.h"
 #include "format/tensor.h"
 
+/* The dtype of a U8 safetensors tensor: raw bytes (gpt-oss's MXFP4 *_blocks / *_scales),
+   which only the source's MXFP4 repacking reads; no kernel type has this id. */
+enum { CLB_ST_U8 = 1000 };
+
 typedef struct clb_hf_dir {
     cJSON *config;            /* parsed config.json */
     char *tokenizer_json;     /* tokenizer.json contents, NULL when absent */
     char *tokenizer_config;   /* tokenizer_config.json contents, NULL when absent */
     clb_map *maps;            /* one per safetensors file */
     int n_maps;
-    clb_tensor *tensors;      /* every tensor of every shard; dtype F32/F16/BF16 */
+    clb_tensor *tensors;      /* every tensor of every shard; dtype F32/F16/BF16/CLB_ST_U8 */
     int n_tensors;
     clb_tensor_index index;   /* name lookup (private to safetensors.c) */
 } clb_hf_dir;

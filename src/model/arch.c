@@ -17,7 +17,7 @@
 /* sliding_window in an HF config: ignored (Llama's code has none), on every layer (Mistral,
    Mixtral), or with use_sliding_window on the layers from max_window_layers on (Qwen); a
    config's layer_types, when the family reads them (not SWA_NONE), say per layer. */
-enum { SWA_NONE = 0, SWA_ALL = 1, SWA_QWEN = 2 };
+enum { SWA_NONE = 0, SWA_ALL = 1, SWA_QWEN = 2, SWA_ALT = 3 /* even layers (gpt-oss's default layer_types) */ };
 
 struct clb_arch_desc {
     const char *name;
@@ -61,6 +61,13 @@ struct clb_arch_desc {
                                      moe_primary_router_apply_softmax, rope_layout (NoPE layers),
                                      sliding_window_layout + sliding_window_size */
     bool no_gguf;                 /* this family's GGUF files are refused (keys not read) */
+    /* gpt-oss's pieces, each usable alone */
+    bool moe_bias;                /* router and expert projections have biases (hp->moe_bias) */
+    int exp_act;                  /* clb_ffn_act of its gated FFNs (0: SiLU); CLAMP reads swiglu_alpha / swiglu_limit */
+    bool sinks;                   /* every layer has attention sinks */
+    int window_default;           /* sliding_window when the config omits it */
+    float theta_default;          /* rope_theta when the config omits it (0: 10000) */
+    const char *rope_default;     /* rope_scaling (JSON) when the config gives none */
 };
 
 static const clb_arch_desc ARCHS[] = {
@@ -242,6 +249,25 @@ static const clb_arch_desc ARCHS[] = {
         .tie_default = true,
         .no_gguf = true, /* llama.cpp's name; ik_llama.cpp defines none: its layout keys are not read */
     },
+    {
+        .name = "gpt-oss", /* GptOssConfig's defaults: layer_types, sliding_window, rope */
+        .hf_arch = {"GptOssForCausalLM"},
+        .hf_model_type = {"gpt_oss"},
+        .gguf_arch = "gpt-oss",
+        .moe = true,
+        .key_n_expert = "num_local_experts",
+        .key_ff_exp = "intermediate_size",
+        .norm_topk = true, /* softmax over the top-k router logits */
+        .gguf_norm_topk = true,
+        .moe_bias = true,
+        .exp_act = CLB_ACT_SWIGLU_CLAMP,
+        .sinks = true,
+        .swa = SWA_ALT,
+        .window_default = 128,
+        .theta_default = 150000.0f,
+        .rope_default = "{\"rope_type\": \"yarn\", \"factor\": 32.0, \"beta_fast\": 32.0, \"beta_slow\": 1.0, "
+                        "\"truncate\": false, \"original_max_position_embeddings\": 4096}",
+    },
 };
 
 static bool str_in(const char *s, const char *const *list, int n) {
@@ -323,6 +349,12 @@ void clb_arch_gguf_defaults(const clb_arch_desc *d, clb_hparams *hp) {
     if (d->deepseek) hp->attn_kind = CLB_ATTN_MLA;
     if (d->multipliers) hp->embd_mult = hp->resid_mult = hp->attn_mult = hp->logit_div = 1.0f;
     if (d->ernie_moe) hp->norm_min = 1e-12f; /* Ernie4_5_MoeConfig's moe_norm_min (a GGUF has no key) */
+    hp->moe_bias = d->moe_bias;
+    if (d->exp_act) hp->ffn_act = d->exp_act;
+    if (d->exp_act == CLB_ACT_SWIGLU_CLAMP) {
+        hp->act_alpha = 1.702f;
+        hp->act_limit = 7.0f;
+    }
 }
 
 /* ---- config.json reading ---- */
@@ -386,8 +418,8 @@ static int get_token_id(const cJSON *c, const char *k, int *out) {
     return COLIBRI_OK;
 }
 
-static int parse_rope_scaling(const cJSON *c, clb_hparams *hp) {
-    const cJSON *rs = key(c, "rope_scaling");
+/* rs: config.rope_scaling, or (transformers >= 5) rope_parameters, or the family's default */
+static int parse_rope_scaling(const cJSON *rs, clb_hparams *hp) {
     hp->rope_scaling = CLB_ROPE_SCALING_NONE;
     if (!rs || cJSON_IsNull(rs)) return COLIBRI_OK;
     if (!cJSON_IsObject(rs)) return clb_err(COLIBRI_ERR_FORMAT, "config.json: 'rope_scaling' must be an object");
@@ -416,14 +448,38 @@ static int parse_rope_scaling(const cJSON *c, clb_hparams *hp) {
             (rc = get_float(rs, "original_max_position_embeddings", (float)hp->max_pos,
                             &hp->rope_orig_ctx)))
             return rc;
-        if (cJSON_IsFalse(key(rs, "truncate")))
-            return clb_err(COLIBRI_ERR_UNSUPPORTED, "config.json: rope_scaling truncate=false is not supported");
+        const cJSON *tr = key(rs, "truncate");
+        if (tr && !cJSON_IsNull(tr) && !cJSON_IsBool(tr))
+            return clb_err(COLIBRI_ERR_FORMAT, "config.json: rope_scaling truncate must be true or false");
+        hp->rope_yarn_exact = cJSON_IsFalse(tr);
     } else {
         return clb_err(COLIBRI_ERR_UNSUPPORTED, "config.json: rope_scaling type '%s' is not supported", ty);
     }
     return COLIBRI_OK;
 }
 
+
+/* The rope_scaling a config states (rope_scaling, else transformers 5's rope_parameters,
+   whose rope_theta also counts), else the family's configuration-class default. */
+static int parse_rope_scaling_of(const clb_arch_desc *d, const cJSON *c, clb_hparams *hp) {
+    const cJSON *rs = key(c, "rope_scaling");
+    if (!rs || cJSON_IsNull(rs)) {
+        const cJSON *rp = key(c, "rope_parameters");
+        if (cJSON_IsObject(rp)) {
+            int rc = get_float(rp, "rope_theta", hp->rope_theta, &hp->rope_theta);
+            if (rc) return rc;
+            rs = rp;
+        }
+    }
+    if ((!rs || cJSON_IsNull(rs)) && d->rope_default) {
+        cJSON *def = cJSON_Parse(d->rope_default);
+        if (!def) return clb_err(COLIBRI_ERR_NOMEM, "out of memory");
+        int rc = parse_rope_scaling(def, hp);
+        cJSON_Delete(def);
+        return rc;
+    }
+    return parse_rope_scaling(rs, hp);
+}
 
 /* Qwen-MoE: MoE on layers with (l + 1) % decoder_sparse_step == 0 that are not in
    mlp_only_layers; the others use the dense MLP of intermediate_size. */
@@ -627,7 +683,8 @@ static int parse_attn_layers(const clb_arch_desc *d, const cJSON *c, clb_hparams
     int rc, sw = 0, chunk = 0, from = 0;
     bool use_sw = d->swa != SWA_QWEN;
     if (d->swa == SWA_NONE) return COLIBRI_OK;
-    if ((rc = get_int(c, "sliding_window", 0, false, &sw)) || (rc = get_bool(c, "use_sliding_window", use_sw, &use_sw)) ||
+    if ((rc = get_int(c, "sliding_window", d->window_default, false, &sw)) ||
+        (rc = get_bool(c, "use_sliding_window", use_sw, &use_sw)) ||
         (rc = get_int(c, "attention_chunk_size", 0, false, &chunk)) ||
         (rc = get_int(c, "max_window_layers", 28, false, &from)))
         return rc;
@@ -651,7 +708,8 @@ static int parse_attn_layers(const clb_arch_desc *d, const cJSON *c, clb_hparams
     }
     if (sw <= 0) return COLIBRI_OK;
     if (!clb_hparams_attn_layers(hp)) return clb_err(COLIBRI_ERR_NOMEM, "out of memory");
-    for (int l = d->swa == SWA_QWEN ? CLB_MAX(from, 0) : 0; l < hp->n_layer; l++) hp->attn_layers[l].window = sw;
+    for (int l = d->swa == SWA_QWEN ? CLB_MAX(from, 0) : 0; l < hp->n_layer; l++)
+        if (d->swa != SWA_ALT || l % 2 == 0) hp->attn_layers[l].window = sw;
     return COLIBRI_OK;
 }
 
@@ -667,7 +725,7 @@ int clb_hparams_from_hf(const clb_arch_desc *d, const cJSON *c, clb_hparams *hp)
         (rc = get_int(c, "intermediate_size", 0, !d->moe, &hp->n_ff)) ||
         (rc = get_int(c, "max_position_embeddings", 2048, false, &hp->max_pos)) ||
         (rc = get_float(c, "rms_norm_eps", 1e-6f, &hp->norm_eps)) ||
-        (rc = get_float(c, "rope_theta", 10000.0f, &hp->rope_theta)) ||
+        (rc = get_float(c, "rope_theta", d->theta_default > 0 ? d->theta_default : 10000.0f, &hp->rope_theta)) ||
         (rc = get_bool(c, "tie_word_embeddings", d->tie_default, &hp->tie_embd)))
         return rc;
     if (hp->n_head <= 0 || hp->n_embd <= 0)
@@ -678,7 +736,7 @@ int clb_hparams_from_hf(const clb_arch_desc *d, const cJSON *c, clb_hparams *hp)
     hp->rope_style = d->hf_rope_set ? d->hf_rope : CLB_ROPE_NEOX;
     get_token_id(c, "bos_token_id", &hp->bos_id);
     get_token_id(c, "eos_token_id", &hp->eos_id);
-    if ((rc = parse_rope_scaling(c, hp))) return rc;
+    if ((rc = parse_rope_scaling_of(d, c, hp))) return rc;
 
     const cJSON *act = key(c, "hidden_act");
     if (cJSON_IsString(act) && strcmp(act->valuestring, "silu") != 0)
@@ -692,6 +750,16 @@ int clb_hparams_from_hf(const clb_arch_desc *d, const cJSON *c, clb_hparams *hp)
     hp->qkv_bias = attn_bias || d->qkv_bias;
     hp->o_bias = attn_bias && !d->attn_bias_qkv;
     if ((rc = parse_attn_layers(d, c, hp))) return rc;
+    if (d->sinks) {
+        if (!clb_hparams_attn_layers(hp)) return clb_err(COLIBRI_ERR_NOMEM, "out of memory");
+        for (int l = 0; l < hp->n_layer; l++) hp->attn_layers[l].sinks = true;
+    }
+    hp->moe_bias = d->moe_bias;
+    if (d->exp_act) hp->ffn_act = d->exp_act;
+    if (d->exp_act == CLB_ACT_SWIGLU_CLAMP &&
+        ((rc = get_float(c, "swiglu_alpha", 1.702f, &hp->act_alpha)) ||
+         (rc = get_float(c, "swiglu_limit", 7.0f, &hp->act_limit))))
+        return rc;
     hp->qk_norm = d->qk_norm;
     if (d->qk_norm_key) {
         bool qkn = false;
@@ -783,7 +851,8 @@ int clb_hparams_validate(const clb_hparams *hp) {
                  {"rope attention_factor", hp->rope_attn_factor}, {"clip_qkv", hp->clip_qkv},
                  {"routed scaling factor", hp->routed_scale}, {"embedding multiplier", hp->embd_mult},
                  {"residual multiplier", hp->resid_mult}, {"attention multiplier", hp->attn_mult},
-                 {"logits scaling", hp->logit_div}, {"moe_norm_min", hp->norm_min}};
+                 {"logits scaling", hp->logit_div}, {"moe_norm_min", hp->norm_min},
+                 {"swiglu_alpha", hp->act_alpha}, {"swiglu_limit", hp->act_limit}};
     for (size_t i = 0; i < CLB_ARRAY_LEN(reals); i++)
         CHECK(isfinite(reals[i].v), "config: %s is %g (must be a finite number)", reals[i].name, (double)reals[i].v);
     CHECK(hp->norm_eps > 0 && hp->norm_eps < 1, "config: rms_norm_eps %g out of range (0, 1)", (double)hp->norm_eps);
@@ -814,8 +883,13 @@ int clb_hparams_validate(const clb_hparams *hp) {
               "config: yarn mscale %g / mscale_all_dim %g out of range [-1000, 1000]", (double)hp->rope_mscale,
               (double)hp->rope_mscale_all_dim);
     }
-    CHECK(hp->ffn_act == CLB_ACT_SILU || hp->ffn_act == CLB_ACT_RELU, "config: FFN activation %d unknown", hp->ffn_act);
+    CHECK(hp->ffn_act == CLB_ACT_SILU || hp->ffn_act == CLB_ACT_RELU || hp->ffn_act == CLB_ACT_SWIGLU_CLAMP,
+          "config: FFN activation %d unknown", hp->ffn_act);
     CHECK(hp->norm_min >= 0 && hp->norm_min < 1, "config: moe_norm_min %g out of range [0, 1)", (double)hp->norm_min);
+    if (hp->ffn_act == CLB_ACT_SWIGLU_CLAMP)
+        CHECK(hp->act_limit > 0 && hp->act_limit <= 1e6f && fabsf(hp->act_alpha) <= 1e3f,
+              "config: swiglu_limit %g must be in (0, 1e6] and swiglu_alpha %g in [-1000, 1000]", (double)hp->act_limit,
+              (double)hp->act_alpha);
     CHECK(hp->clip_qkv >= 0 && hp->clip_qkv <= 1e6f, "config: clip_qkv %g out of range [0, 1e6]", (double)hp->clip_qkv);
     /* scales multiply activations: 0 means "not set"; larger than 1e4 overflows float soon */
     const struct {
@@ -903,6 +977,8 @@ static const field FIELDS[] = {
     FF("clip_qkv", clip_qkv), FI("rope_offset", rope_offset, false), FF("embd_mult", embd_mult),
     FF("resid_mult", resid_mult), FF("attn_mult", attn_mult), FF("logit_div", logit_div),
     FI("bos_id", bos_id, false), FI("eos_id", eos_id, false),
+    FB("rope_yarn_exact", rope_yarn_exact), FB("moe_bias", moe_bias),
+    FF("act_alpha", act_alpha), FF("act_limit", act_limit),
 };
 
 cJSON *clb_hparams_to_json(const clb_hparams *hp) {
@@ -1070,6 +1146,10 @@ static const name_map HF_NAMES[] = {
     {"model.layers.{L}.mlp.experts.{E}.gate_proj.weight", "blk.{L}.ffn_gate.{E}.weight"},
     {"model.layers.{L}.mlp.experts.{E}.up_proj.weight", "blk.{L}.ffn_up.{E}.weight"},
     {"model.layers.{L}.mlp.experts.{E}.down_proj.weight", "blk.{L}.ffn_down.{E}.weight"},
+    /* gpt-oss: router with a bias; stacked experts (clb_arch_hf_stacked) and their biases */
+    {"model.layers.{L}.mlp.router.weight", "blk.{L}.ffn_gate_inp.weight"},
+    {"model.layers.{L}.mlp.router.bias", "blk.{L}.ffn_gate_inp.bias"},
+    {"model.layers.{L}.mlp.experts.down_proj_bias", "blk.{L}.ffn_down_exps.bias"},
 };
 
 /* Matches s against pattern p; fills L/E. */
@@ -1119,6 +1199,23 @@ int clb_arch_hf_stacked(const char *hf, int *layer) {
         *layer = L;
         return CLB_STACKED_DOWN;
     }
+    static const struct {
+        const char *pattern;
+        int kind;
+    } gpt_oss[] = {
+        {"model.layers.{L}.mlp.experts.gate_up_proj", CLB_STACKED_GU_COLS},
+        {"model.layers.{L}.mlp.experts.down_proj", CLB_STACKED_DOWN_COLS},
+        {"model.layers.{L}.mlp.experts.gate_up_proj_bias", CLB_STACKED_GU_BIAS},
+        {"model.layers.{L}.mlp.experts.gate_up_proj_blocks", CLB_STACKED_GU_MXFP4},
+        {"model.layers.{L}.mlp.experts.down_proj_blocks", CLB_STACKED_DOWN_MXFP4},
+        {"model.layers.{L}.mlp.experts.gate_up_proj_scales", CLB_STACKED_SCALES},
+        {"model.layers.{L}.mlp.experts.down_proj_scales", CLB_STACKED_SCALES},
+    };
+    for (size_t i = 0; i < CLB_ARRAY_LEN(gpt_oss); i++)
+        if (match(gpt_oss[i].pattern, hf, &L, &E)) {
+            *layer = L;
+            return gpt_oss[i].kind;
+        }
     return CLB_STACKED_NONE;
 }
 

@@ -23,7 +23,8 @@ enum { CHUNK_BYTES = 1 << 20 };
 
 static bool keep_f32(const clb_src_tensor *t) {
     if (t->n_dims == 1) return true;
-    return strstr(t->name, "ffn_gate_inp") != NULL || strstr(t->name, "exp_probs_b") != NULL;
+    return strstr(t->name, "ffn_gate_inp") != NULL || strstr(t->name, "exp_probs_b") != NULL ||
+           strstr(t->name, "_exps.bias") != NULL; /* stacked expert biases (gpt-oss) */
 }
 
 /* "a-b" or "a" within [0, n): fills lo/hi (inclusive) */

@@ -78,10 +78,10 @@ static int bind(binder *b, const char *name, int64_t rows, int64_t cols, int req
     w->dtype = t->dtype;
     w->row_bytes = rb;
     w->data = t->data;
-    if (vector && t->dtype != CLB_DT_F32) {
-        float *f = own(b, (size_t)cols * sizeof(float));
+    if (vector && t->dtype != CLB_DT_F32) { /* (rows > 1: a stack of vectors, e.g. expert biases) */
+        float *f = own(b, (size_t)(rows * cols) * sizeof(float));
         if (!f) return clb_err(COLIBRI_ERR_NOMEM, "out of memory");
-        clb_dequantize_row_ref(t->dtype, t->data, f, cols);
+        for (int64_t r = 0; r < rows; r++) clb_dequantize_row_ref(t->dtype, t->data + rb * (uint64_t)r, f + r * cols, cols);
         w->data = f;
         w->dtype = CLB_DT_F32;
         w->row_bytes = (uint64_t)cols * sizeof(float);
@@ -149,6 +149,10 @@ ffn:
     }
     B("ffn_gate_inp.weight", hp->n_expert, E, REQUIRED, false, &L->router);
     B("exp_probs_b.bias", 1, hp->n_expert, hp->score_bias, true, &L->router_bias);
+    B("ffn_gate_inp.bias", 1, hp->n_expert, hp->moe_bias, true, &L->router_b);
+    B("ffn_gate_exps.bias", hp->n_expert, hp->n_ff_exp, hp->moe_bias, true, &L->exp_gate_b);
+    B("ffn_up_exps.bias", hp->n_expert, hp->n_ff_exp, hp->moe_bias, true, &L->exp_up_b);
+    B("ffn_down_exps.bias", hp->n_expert, E, hp->moe_bias, true, &L->exp_down_b);
     if (hp->n_ff_shexp > 0) {
         B("ffn_gate_shexp.weight", hp->n_ff_shexp, E, REQUIRED, false, &L->sh_gate);
         B("ffn_up_shexp.weight", hp->n_ff_shexp, E, REQUIRED, false, &L->sh_up);

@@ -21,7 +21,10 @@ typedef enum { CLB_ROPE_NEOX = 0, CLB_ROPE_NORM = 1 } clb_rope_style; /* rotate-
 typedef enum { CLB_QKNORM_NONE = 0, CLB_QKNORM_HEAD = 1, CLB_QKNORM_FULL = 2 } clb_qknorm;
 typedef enum { CLB_SCORE_SOFTMAX = 0, CLB_SCORE_SIGMOID = 1 } clb_router_score;
 typedef enum { CLB_ATTN_GQA = 0, CLB_ATTN_MLA = 1 } clb_attn_kind;
-typedef enum { CLB_ACT_SILU = 0, CLB_ACT_RELU = 1 } clb_ffn_act; /* the gate's activation: SwiGLU / ReGLU */
+/* The gate's activation in a gated FFN: silu(g) * u (SwiGLU), max(g, 0) * u (ReGLU,
+   SmallThinker's experts), or gpt-oss's clamped SwiGLU g' = min(g, limit),
+   u' = clamp(u, -limit, limit), g' * sigmoid(alpha * g') * (u' + 1). */
+typedef enum { CLB_ACT_SILU = 0, CLB_ACT_RELU = 1, CLB_ACT_SWIGLU_CLAMP = 2 } clb_ffn_act;
 typedef enum {
     CLB_ROPE_SCALING_NONE = 0,
     CLB_ROPE_SCALING_LINEAR = 1,
@@ -78,6 +81,7 @@ typedef struct clb_hparams {
     float rope_factor, rope_orig_ctx, rope_beta_fast, rope_beta_slow, rope_mscale, rope_mscale_all_dim;
     float rope_low_freq_factor, rope_high_freq_factor; /* llama3 */
     float rope_attn_factor; /* YaRN attention_factor when the config gives it; 0 = derived */
+    bool rope_yarn_exact;   /* YaRN truncate=false: the correction range is not rounded to whole dims */
     int max_pos;
     bool tie_embd;
     bool qkv_bias, o_bias;
@@ -96,6 +100,10 @@ typedef struct clb_hparams {
     int n_group, topk_group; /* group-limited selection (0 = off) */
     int group_score;        /* a group's score: 0 = its best expert, 1 = sum of its best two */
     bool score_bias;        /* e_score_correction_bias added for selection only */
+    bool moe_bias;          /* router logits and every expert projection have biases (gpt-oss):
+                               blk.L.ffn_gate_inp.bias [n_expert], blk.L.ffn_{gate,up}_exps.bias
+                               [n_expert][n_ff_exp], blk.L.ffn_down_exps.bias [n_expert][n_embd] */
+    float act_alpha, act_limit; /* CLB_ACT_SWIGLU_CLAMP's sigmoid gain and clamp */
     /* scaling (granite); 0 means "not set" */
     float embd_mult, resid_mult, attn_mult, logit_div;
     int bos_id, eos_id;
@@ -131,6 +139,8 @@ typedef struct clb_layer {
     clb_weight ffn_gate, ffn_up, ffn_down;      /* dense FFN */
     clb_weight router;                          /* [n_expert][n_embd] f32 */
     clb_weight router_bias;                     /* [n_expert] f32, e_score_correction_bias */
+    clb_weight router_b;                        /* optional [n_expert] f32 added to the router logits */
+    clb_weight exp_gate_b, exp_up_b, exp_down_b; /* optional [n_expert][rows] f32 expert biases */
     clb_weight sh_gate, sh_up, sh_down;         /* shared expert(s), merged */
     clb_weight sh_gate_inp;                     /* [1][n_embd] */
 } clb_layer;
@@ -183,6 +193,19 @@ bool clb_arch_map_hf_name(const clb_arch_desc *d, const char *hf, char *out, siz
    [n_expert][2 * ff][n_embd] with gate rows first, then up rows; output_linear is
    [n_expert][n_embd][ff]. Returns the kind and sets *layer. */
 enum { CLB_STACKED_NONE = 0, CLB_STACKED_GATE_UP = 1, CLB_STACKED_DOWN = 2 };
+/* gpt-oss's experts (x @ W layout, gate and up interleaved: gate = [..., ::2], up = [..., 1::2]):
+   GU_COLS gate_up_proj [n_expert][n_embd][2 * ff]; DOWN_COLS down_proj [n_expert][ff][n_embd];
+   GU_BIAS gate_up_proj_bias [n_expert][2 * ff]; the MXFP4 forms *_blocks [n_expert][rows][cols / 32][16]
+   (rows = 2 * ff interleaved, or n_embd) with *_scales [n_expert][rows][cols / 32] (SCALES: read
+   with its blocks). The source repacks them as per-expert [rows][cols] tensors. */
+enum {
+    CLB_STACKED_GU_COLS = 3,
+    CLB_STACKED_DOWN_COLS = 4,
+    CLB_STACKED_GU_BIAS = 5,
+    CLB_STACKED_GU_MXFP4 = 6,
+    CLB_STACKED_DOWN_MXFP4 = 7,
+    CLB_STACKED_SCALES = 8
+};
 int clb_arch_hf_stacked(const char *hf, int *layer);
 
 #endif

@@ -1,4 +1,5 @@
 /* source.c — .colibri and Hugging Face sources (GGUF: source_gguf.c). */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -6,6 +7,7 @@
 #include "core/common.h"
 #include "format/container.h"
 #include "format/safetensors.h"
+#include "kernels/kernels.h"
 #include "model/source.h"
 #include "model/source_impl.h"
 
@@ -125,6 +127,148 @@ static int split_stacked(clb_source *s, const clb_tensor *t, int kind, int L, in
     return COLIBRI_OK;
 }
 
+/* ---- gpt-oss's stacked experts (clb_arch_hf_stacked kinds GU_* / DOWN_* / SCALES) ----
+ * Published as x @ W ([in][out], gate and up interleaved along out) in bf16, or as MXFP4
+ * *_blocks / *_scales in [out][in] order. Each becomes per-expert [out][in] tensors in
+ * source-owned buffers: float ones transposed element by element, MXFP4 ones repacked
+ * block by block into the kernels' MXFP4 layout (no float detour; the values are the same). */
+
+struct clb_src_owned {
+    struct clb_src_owned *next;
+    void *p;
+};
+
+static uint8_t *src_own(clb_source *s, uint64_t bytes) {
+    struct clb_src_owned *o = clb_calloc(1, sizeof *o);
+    if (!o || bytes > SIZE_MAX) {
+        clb_free(o);
+        return NULL;
+    }
+    if (!(o->p = clb_alloc_aligned((size_t)(bytes ? bytes : 1)))) {
+        clb_free(o);
+        return NULL;
+    }
+    o->next = s->owned;
+    s->owned = o;
+    return o->p;
+}
+
+static void add_owned(clb_source *s, int *n, const char *name, int dtype, int64_t rows, int64_t cols,
+                      const uint8_t *data, uint64_t size, int L, int E) {
+    clb_src_tensor *o = &s->tensors[(*n)++];
+    snprintf(o->name, sizeof o->name, "%s", name);
+    o->dtype = dtype;
+    o->n_dims = 2;
+    o->shape[0] = rows;
+    o->shape[1] = cols;
+    o->data = data;
+    o->size = size;
+    o->layer = L;
+    o->expert = E;
+    o->fd = -1; /* only in memory: the bounded expert pool cannot read these from a file */
+}
+
+static int float_size(int dtype) {
+    return dtype == CLB_DT_F32 ? 4 : (dtype == CLB_DT_BF16 || dtype == CLB_DT_F16) ? 2 : 0;
+}
+
+/* One HF MXFP4 row (g blocks: 16 bytes of nibbles, element 2j in the low nibble of byte j
+   and 2j + 1 in its high one, and one E8M0 exponent each) as g kernel blocks (exponent,
+   then element j in the low nibble of qs[j] and j + 16 in its high one). */
+static void repack_mxfp4_row(const uint8_t *blk, const uint8_t *scl, int64_t g, uint8_t *out) {
+    for (int64_t b = 0; b < g; b++, blk += 16, out += 17) {
+        uint8_t nib[32];
+        for (int j = 0; j < 16; j++) {
+            nib[2 * j] = blk[j] & 0xF;
+            nib[2 * j + 1] = blk[j] >> 4;
+        }
+        out[0] = scl[b];
+        for (int j = 0; j < 16; j++) out[1 + j] = (uint8_t)(nib[j] | nib[j + 16] << 4);
+    }
+}
+
+static int split_gpt_oss(clb_source *s, const clb_hf_dir *d, const clb_tensor *t, int kind, int L, int *n) {
+    const int ne = s->hp.n_expert;
+    char name[96];
+    if (kind == CLB_STACKED_SCALES) return COLIBRI_OK; /* read with its blocks */
+    if (ne <= 0 || t->n_dims < 2 || t->shape[0] != ne)
+        return clb_err(COLIBRI_ERR_FORMAT, "%s: tensor '%s' should hold %d experts", s->path, t->name, ne);
+    if (kind == CLB_STACKED_GU_BIAS) { /* [E][2 ff] -> gate [E][ff], up [E][ff] */
+        const int es = float_size(t->dtype);
+        if (t->n_dims != 2 || t->shape[1] % 2 || !es)
+            return clb_err(COLIBRI_ERR_FORMAT, "%s: tensor '%s' should be a float [%d][2 * ff]", s->path, t->name, ne);
+        const int64_t ff = t->shape[1] / 2;
+        const uint64_t half = (uint64_t)ne * (uint64_t)ff * (uint64_t)es;
+        uint8_t *buf = src_own(s, 2 * half);
+        if (!buf) return clb_err(COLIBRI_ERR_NOMEM, "out of memory");
+        for (int64_t i = 0; i < (int64_t)ne * ff; i++)
+            for (int p = 0; p < 2; p++) memcpy(buf + p * half + (uint64_t)i * es, t->data + (uint64_t)(2 * i + p) * es, (size_t)es);
+        snprintf(name, sizeof name, "blk.%d.ffn_gate_exps.bias", L);
+        add_owned(s, n, name, t->dtype, ne, ff, buf, half, L, -1);
+        snprintf(name, sizeof name, "blk.%d.ffn_up_exps.bias", L);
+        add_owned(s, n, name, t->dtype, ne, ff, buf + half, half, L, -1);
+        return COLIBRI_OK;
+    }
+    const bool gu = kind == CLB_STACKED_GU_COLS || kind == CLB_STACKED_GU_MXFP4;
+    int64_t rows, cols; /* of the per-expert [out][in] tensor as stored (gate and up interleaved) */
+    const clb_tensor *sc = NULL;
+    int dtype, es = 0;
+    if (kind == CLB_STACKED_GU_MXFP4 || kind == CLB_STACKED_DOWN_MXFP4) {
+        char sn[160];
+        const size_t len = strlen(t->name);
+        snprintf(sn, sizeof sn, "%.*s_scales", (int)(len - strlen("_blocks")), t->name);
+        sc = clb_hf_find(d, sn);
+        if (t->dtype != CLB_ST_U8 || t->n_dims != 4 || t->shape[3] != 16)
+            return clb_err(COLIBRI_ERR_FORMAT, "%s: tensor '%s' should be U8 [%d][rows][cols / 32][16]", s->path, t->name, ne);
+        if (!sc) return clb_err(COLIBRI_ERR_FORMAT, "%s: tensor '%s' has no '%s'", s->path, t->name, sn);
+        if (sc->dtype != CLB_ST_U8 || sc->n_dims != 3 || sc->shape[0] != ne || sc->shape[1] != t->shape[1] ||
+            sc->shape[2] != t->shape[2])
+            return clb_err(COLIBRI_ERR_FORMAT, "%s: tensor '%s' should be U8 [%d][%lld][%lld]", s->path, sn, ne,
+                           (long long)t->shape[1], (long long)t->shape[2]);
+        rows = t->shape[1];
+        cols = t->shape[2] * 32;
+        dtype = CLB_DT_MXFP4;
+    } else {
+        es = float_size(t->dtype);
+        if (t->n_dims != 3 || !es)
+            return clb_err(COLIBRI_ERR_FORMAT, "%s: tensor '%s' should be a float [%d][in][out]", s->path, t->name, ne);
+        rows = t->shape[2];
+        cols = t->shape[1];
+        dtype = t->dtype;
+    }
+    if (gu && rows % 2)
+        return clb_err(COLIBRI_ERR_FORMAT, "%s: tensor '%s' interleaves gate and up: needs an even width", s->path, t->name);
+    uint64_t rb;
+    if (!clb_row_bytes(dtype, cols, &rb)) return clb_err(COLIBRI_ERR_FORMAT, "%s: tensor '%s': bad width", s->path, t->name);
+    const int parts = gu ? 2 : 1;
+    const int64_t prow = rows / parts; /* rows of each output tensor */
+    const uint64_t pbytes = rb * (uint64_t)prow;
+    uint8_t *buf = src_own(s, pbytes * (uint64_t)parts * (uint64_t)ne);
+    if (!buf) return clb_err(COLIBRI_ERR_NOMEM, "out of memory");
+    for (int e = 0; e < ne; e++)
+        for (int p = 0; p < parts; p++) {
+            uint8_t *o = buf + ((uint64_t)e * (uint64_t)parts + (uint64_t)p) * pbytes;
+            for (int64_t r = 0; r < prow; r++) {
+                const int64_t sr = r * parts + p; /* source row (interleaved: gate even, up odd) */
+                if (dtype == CLB_DT_MXFP4) {
+                    const int64_t g = cols / 32;
+                    repack_mxfp4_row(t->data + ((uint64_t)e * (uint64_t)rows + (uint64_t)sr) * (uint64_t)g * 16,
+                                     sc->data + ((uint64_t)e * (uint64_t)rows + (uint64_t)sr) * (uint64_t)g, g,
+                                     o + rb * (uint64_t)r);
+                } else { /* W[e][c][sr] for every c */
+                    for (int64_t c = 0; c < cols; c++)
+                        memcpy(o + (rb * (uint64_t)r) + (uint64_t)c * es,
+                               t->data + (((uint64_t)e * (uint64_t)cols + (uint64_t)c) * (uint64_t)rows + (uint64_t)sr) * es,
+                               (size_t)es);
+                }
+            }
+            static const char *const kinds[3] = {"ffn_gate", "ffn_up", "ffn_down"};
+            snprintf(name, sizeof name, "blk.%d.%s.%d.weight", L, kinds[gu ? p : 2], e);
+            add_owned(s, n, name, dtype, prow, cols, o, pbytes, L, e);
+        }
+    return COLIBRI_OK;
+}
+
 static int open_hf(const char *path, clb_source *s) {
     clb_hf_dir *d = clb_calloc(1, sizeof *d);
     if (!d) return clb_err(COLIBRI_ERR_NOMEM, "out of memory");
@@ -171,6 +315,10 @@ static int open_hf(const char *path, clb_source *s) {
         const clb_tensor *t = &d->tensors[i];
         int L = -1, E = -1;
         int stacked = clb_arch_hf_stacked(t->name, &L);
+        if (stacked >= CLB_STACKED_GU_COLS) {
+            if ((rc = split_gpt_oss(s, d, t, stacked, L, &n))) return rc;
+            continue;
+        }
         if (stacked) {
             if ((rc = split_stacked(s, t, stacked, L, d->maps[t->file_index].fd, &n))) return rc;
             continue;
@@ -276,6 +424,12 @@ void clb_source_close(clb_source *s) {
         else if (s->kind == CLB_SRC_HF) clb_hf_close(s->impl);
         else clb_source_close_gguf(s);
         clb_free(s->impl);
+    }
+    while (s->owned) {
+        struct clb_src_owned *next = s->owned->next;
+        clb_free_aligned(s->owned->p);
+        clb_free(s->owned);
+        s->owned = next;
     }
     clb_hparams_free(&s->hp);
     clb_free(s->tensors);

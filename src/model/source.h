@@ -44,6 +44,7 @@ typedef struct clb_source {
     void *impl;              /* the open container / gguf / hf dir */
     clb_io io;               /* a caller's source instead of a path (has_io) */
     bool has_io, io_stream;  /* io_stream: experts stay in the source (clb_source_open_io) */
+    struct clb_src_owned *owned; /* buffers of tensors the source rearranged (gpt-oss's HF experts) */
 } clb_source;
 
 /* Opens path: a directory is a Hugging Face model, otherwise the magic decides

@@ -84,6 +84,12 @@ static void rows_of(const clb_kernels *k, const clb_weight *w, int64_t r0, int64
                      xq_stride, n_tok, y, y_stride);
 }
 
+/* y[t][r] += b[r] for rows [r0, r1) of n_tok outputs */
+static void add_bias(float *y, int64_t y_stride, int n_tok, const float *b, int64_t r0, int64_t r1) {
+    for (int i = 0; i < n_tok; i++)
+        for (int64_t r = r0; r < r1; r++) y[i * y_stride + r] += b[r];
+}
+
 /* rows [lo, hi) of the jobs' concatenated row space */
 static void jobs_range(const jobs_task *t, int64_t lo, int64_t hi) {
     int64_t base = 0;
@@ -96,11 +102,15 @@ static void jobs_range(const jobs_task *t, int64_t lo, int64_t hi) {
         if (r0 < 0) r0 = 0;
         if (r1 > rows) r1 = rows;
         rows_of(t->c->k, jb->w, r0, r1, jb->xq, jb->xq_stride, jb->n_tok, jb->y, jb->y_stride);
+        if (jb->bias) add_bias(jb->y, jb->y_stride, jb->n_tok, jb->bias, r0, r1);
         if (!jb->up) continue;
         rows_of(t->c->k, jb->up, r0, r1, jb->xq_up, jb->xq_up_stride, jb->n_tok, jb->y_up, jb->y_stride);
+        if (jb->bias_up) add_bias(jb->y_up, jb->y_stride, jb->n_tok, jb->bias_up, r0, r1);
         for (int i = 0; i < jb->n_tok; i++) {
             float *h = jb->y + i * jb->y_stride;
             if (jb->act == CLB_ACT_RELU) clb_relu_mul(h + r0, jb->y_up + i * jb->y_stride + r0, r1 - r0);
+            else if (jb->act == CLB_ACT_SWIGLU_CLAMP)
+                clb_swiglu_clamp(h + r0, jb->y_up + i * jb->y_stride + r0, r1 - r0, jb->act_alpha, jb->act_limit);
             else clb_silu_mul(h + r0, jb->y_up + i * jb->y_stride + r0, r1 - r0);
             if (jb->hq) clb_mm_convert_range(t->c, jb->hq + jb->hq_stride * (uint64_t)i, jb->h_dtype, rows, h, r0, r1);
         }
@@ -181,12 +191,13 @@ uint8_t *clb_mm_chain_down(clb_mm_job *gu, const clb_weight *down, float *y, int
 void clb_ffn_swiglu(const clb_mm_ctx *c, const clb_weight *g, const clb_weight *u, const clb_weight *down,
                     const float *x, int64_t x_stride, int n_tok, float *h, float *h_scratch, float *y,
                     int64_t y_stride) {
-    clb_ffn_glu(c, CLB_ACT_SILU, g, u, down, x, x_stride, n_tok, h, h_scratch, y, y_stride);
+    clb_ffn_glu(c, CLB_ACT_SILU, 0.0f, 0.0f, g, u, down, x, x_stride, n_tok, h, h_scratch, y, y_stride);
 }
 
-void clb_ffn_glu(const clb_mm_ctx *c, int act, const clb_weight *g, const clb_weight *u, const clb_weight *down,
+void clb_ffn_glu(const clb_mm_ctx *c, int act, float alpha, float limit, const clb_weight *g, const clb_weight *u, const clb_weight *down,
                  const float *x, int64_t x_stride, int n_tok, float *h, float *h_scratch, float *y, int64_t y_stride) {
-    clb_mm_job j = {.w = g, .up = u, .n_tok = n_tok, .y = h, .y_up = h_scratch, .y_stride = g->rows, .act = act}, d;
+    clb_mm_job j = {.w = g, .up = u, .n_tok = n_tok, .y = h, .y_up = h_scratch, .y_stride = g->rows, .act = act,
+                     .act_alpha = alpha, .act_limit = limit}, d;
     uint8_t *q = convert_pair(c, c->qbuf, g, u, x, x_stride, n_tok, &j, &j.xq_up, &j.xq_up_stride);
     clb_mm_chain_down(&j, down, y, y_stride, q, &d);
     clb_matmul_jobs(c, &j, 1, NULL);

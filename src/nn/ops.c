@@ -32,6 +32,13 @@ void clb_silu_mul(float *g, const float *u, int64_t n) {
     for (int64_t i = 0; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
+void clb_swiglu_clamp(float *g, const float *u, int64_t n, float alpha, float limit) {
+    for (int64_t i = 0; i < n; i++) {
+        const float gi = fminf(g[i], limit), ui = fmaxf(fminf(u[i], limit), -limit);
+        g[i] = (ui + 1.0f) * (gi * (1.0f / (1.0f + expf(-gi * alpha))));
+    }
+}
+
 /* YaRN helpers, as Hugging Face's _compute_yarn_parameters defines them. */
 static double yarn_find_dim(double n_rot_rotations, int dim, double base, double max_pos) {
     return (dim * log(max_pos / (n_rot_rotations * 2 * M_PI))) / (2 * log(base));
@@ -83,8 +90,12 @@ int clb_rope_init(clb_rope *r, const clb_hparams *hp, const float *freqs) {
     }
     case CLB_ROPE_SCALING_YARN: {
         double f = hp->rope_factor, base = hp->rope_theta, opos = hp->rope_orig_ctx;
-        double lo = floor(yarn_find_dim(hp->rope_beta_fast, hp->n_rot, base, opos));
-        double hi = ceil(yarn_find_dim(hp->rope_beta_slow, hp->n_rot, base, opos));
+        double lo = yarn_find_dim(hp->rope_beta_fast, hp->n_rot, base, opos);
+        double hi = yarn_find_dim(hp->rope_beta_slow, hp->n_rot, base, opos);
+        if (!hp->rope_yarn_exact) { /* truncate (the default): whole dims */
+            lo = floor(lo);
+            hi = ceil(hi);
+        }
         if (lo < 0) lo = 0;
         if (hi > hp->n_rot - 1) hi = hp->n_rot - 1;
         if (lo == hi) hi += 0.001;

@@ -17,6 +17,8 @@ void clb_softmax(float *x, int64_t n);
 void clb_silu_mul(float *g, const float *u, int64_t n);
 /* g[i] = max(g[i], 0) * u[i] (ReGLU, SmallThinker's experts) */
 void clb_relu_mul(float *g, const float *u, int64_t n);
+/* g[i] = gpt-oss's clamped SwiGLU of g[i], u[i] (CLB_ACT_SWIGLU_CLAMP, model.h) */
+void clb_swiglu_clamp(float *g, const float *u, int64_t n, float alpha, float limit);
 static inline float clb_sigmoid(float x) {
     return 1.0f / (1.0f + __builtin_expf(-x));
 }
@@ -76,7 +78,10 @@ typedef struct clb_mm_job {
     int h_dtype;           /* with hq: y converted for a weight of this dtype */
     uint8_t *hq;
     uint64_t hq_stride;
+    const float *bias;     /* optional [w->rows]: added to every row of y (before the activation) */
+    const float *bias_up;  /* optional [up->rows]: added to y_up */
     int act;               /* gated job's activation on y: clb_ffn_act (0 = SiLU) */
+    float act_alpha, act_limit;
 } clb_mm_job;
 /* t_enter: NULL, or [pool size] times (clb_now) at which each thread began its share. */
 void clb_matmul_jobs(const clb_mm_ctx *c, const clb_mm_job *jobs, int n_jobs, double *t_enter);
@@ -85,8 +90,9 @@ void clb_matmul_jobs(const clb_mm_ctx *c, const clb_mm_job *jobs, int n_jobs, do
 void clb_ffn_swiglu(const clb_mm_ctx *c, const clb_weight *g, const clb_weight *u, const clb_weight *down,
                     const float *x, int64_t x_stride, int n_tok, float *h, float *h_scratch, float *y,
                     int64_t y_stride);
-/* The same with the gate's activation act (clb_ffn_act: SiLU, or ReLU for ReGLU). */
-void clb_ffn_glu(const clb_mm_ctx *c, int act, const clb_weight *g, const clb_weight *u, const clb_weight *down,
+/* The same with the gate's activation act (clb_ffn_act: SiLU, ReLU for ReGLU, or the clamped
+   SwiGLU with alpha and limit). */
+void clb_ffn_glu(const clb_mm_ctx *c, int act, float alpha, float limit, const clb_weight *g, const clb_weight *u, const clb_weight *down,
                  const float *x, int64_t x_stride, int n_tok, float *h, float *h_scratch, float *y, int64_t y_stride);
 /* Makes d the down projection of SwiGLU job gu (down's columns are gu's rows), output y:
    for a quantized down weight gu also converts its output at q (returns q past those rows),

@@ -43,7 +43,7 @@ ARCH = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "mixtral":
         "qwen3_moe": "Qwen3MoeForCausalLM", "olmoe": "OlmoeForCausalLM", "deepseek_v2": "DeepseekV2ForCausalLM",
         "deepseek_v3": "DeepseekV3ForCausalLM", "granitemoe": "GraniteMoeForCausalLM",
         "glm4_moe": "Glm4MoeForCausalLM", "ernie4_5_moe": "Ernie4_5_MoeForCausalLM",
-        "smallthinker": "SmallThinkerForCausalLM"}
+        "smallthinker": "SmallThinkerForCausalLM", "gpt_oss": "GptOssForCausalLM"}
 
 
 def build_config(a):
@@ -147,6 +147,19 @@ def build_config(a):
                  position_embedding_type="rope", output_router_logits=False, router_aux_loss_coef=0.001)
         if a.head_dim and a.head_dim != a.hidden // H:
             raise SystemExit("granitemoe: head_dim is hidden / heads")
+    elif f == "gpt_oss":
+        c.update(intermediate_size=ff, num_local_experts=E, num_experts_per_tok=k, attention_bias=True,
+                 head_dim=a.head_dim or 64, sliding_window=a.sliding_window or 128, swiglu_limit=a.swiglu_limit,
+                 output_router_logits=False, router_aux_loss_coef=0.9)
+        if a.gpt_oss_rope == "yarn":  # as the published config.json states it
+            c["rope_scaling"] = {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0,
+                                 "truncate": False, "original_max_position_embeddings": 4096}
+            c["rope_theta"] = 150000.0
+        elif a.gpt_oss_rope == "default":  # GptOssConfig's defaults: YaRN, theta 150000
+            c.pop("rope_theta", None)
+            c.pop("rope_scaling", None)
+        if a.hidden % 32 or ff % 32:
+            raise SystemExit("gpt_oss: hidden and ff must be multiples of 32 (MXFP4 blocks)")
     if a.sliding_window and f in ("qwen2_moe", "qwen3_moe"):
         c.update(use_sliding_window=True, sliding_window=a.sliding_window,
                  max_window_layers=a.max_window_layers if a.max_window_layers is not None else 0)
@@ -201,7 +214,10 @@ def tensor_shapes(c):
             if f == "olmoe":
                 s[a + "q_norm.weight"] = ((H * hd,), "norm")
                 s[a + "k_norm.weight"] = ((Hk * hd,), "norm")
-            if c.get("attention_sinks"):
+            if f == "gpt_oss":
+                for n, rows in (("q", H * hd), ("k", Hk * hd), ("v", Hk * hd), ("o", h)):
+                    s[a + n + "_proj.bias"] = ((rows,), "bias")
+            if c.get("attention_sinks") or f == "gpt_oss":
                 s[a + "sinks"] = ((H,), "sink")
             if f == "glm4_moe":
                 if c["attention_bias"]:  # q/k/v only; o_proj has none
@@ -282,6 +298,21 @@ def tensor_shapes(c):
             s[b + "primary_router.weight"] = ((E, h), "router")
             for e in range(E):
                 mlp(f"{b}experts.{e}.", c["moe_ffn_hidden_size"], ("gate", "up", "down"))
+        elif f == "gpt_oss":
+            E, ff = c["num_local_experts"], c["intermediate_size"]
+            s[p + "mlp.router.weight"] = ((E, h), "router")
+            s[p + "mlp.router.bias"] = ((E,), "bias")
+            x = p + "mlp.experts."
+            if c.get("_mxfp4"):  # published form: [E][out][in / 32][16] nibbles + E8M0 scales
+                s[x + "gate_up_proj_blocks"] = ((E, 2 * ff, h // 32, 16), "fp4")
+                s[x + "gate_up_proj_scales"] = ((E, 2 * ff, h // 32), "e8m0")
+                s[x + "down_proj_blocks"] = ((E, h, ff // 32, 16), "fp4")
+                s[x + "down_proj_scales"] = ((E, h, ff // 32), "e8m0")
+            else:  # x @ W layout
+                s[x + "gate_up_proj"] = ((E, h, 2 * ff), "xw")
+                s[x + "down_proj"] = ((E, ff, h), "xw")
+            s[x + "gate_up_proj_bias"] = ((E, 2 * ff), "bias")
+            s[x + "down_proj_bias"] = ((E, h), "bias")
         elif f == "granitemoe":
             E, ff = c["num_local_experts"], c["intermediate_size"]
             b = p + "block_sparse_moe."
@@ -329,12 +360,18 @@ def draw(rng, shape, kind):
         return 0.1 * rng.standard_normal(shape)
     if kind == "sink":  # gpt-oss-like sink logits, of the order of the scores
         return rng.standard_normal(shape)
+    if kind == "xw":  # [E][in][out] (used as x @ W): fan-in is the middle dimension
+        return rng.standard_normal(shape) / np.sqrt(shape[-2])
+    if kind == "fp4":  # random nibbles: every FP4 code, both signs
+        return rng.integers(0, 256, shape).astype(np.uint8)
+    if kind == "e8m0":  # 2^-6 .. 2^-3: weights of std ~ 1/sqrt(fan-in) for the tiny widths
+        return rng.integers(121, 125, shape).astype(np.uint8)
     std = (2.0 if kind in ("lm_head", "router") else 1.0) / np.sqrt(shape[-1])
     return std * rng.standard_normal(shape)
 
 
 def rounder(dtype):
-    return lambda x: quant.qdq(np.asarray(x, dtype=np.float32), dtype)
+    return lambda x: x if np.asarray(x).dtype == np.uint8 else quant.qdq(np.asarray(x, dtype=np.float32), dtype)
 
 
 WEIGHT_DTYPES = ("f32", "f16", "bf16", "q8_0", "q4_0")
@@ -500,6 +537,11 @@ def main(argv=None):
     ap.add_argument("--layer-types", help="per-layer pattern, repeated: e.g. sliding,full or full,chunked")
     ap.add_argument("--chunk", type=int, default=0, help="attention_chunk_size for chunked layers")
     ap.add_argument("--sinks", action="store_true", help="a learned sink logit per head (self_attn.sinks)")
+    ap.add_argument("--mxfp4", action="store_true", help="gpt_oss: experts as MXFP4 *_blocks / *_scales (U8)")
+    ap.add_argument("--swiglu-limit", type=float, default=7.0, help="gpt_oss: swiglu_limit")
+    ap.add_argument("--gpt-oss-rope", choices=["yarn", "default", "args"], default="yarn",
+                    help="gpt_oss: the published YaRN (truncate false), the config class's default (keys "
+                         "omitted), or --rope-theta / --rope-scaling / --yarn")
     ap.add_argument("--tokens", help="token list for the margin check (default: BOS + random)")
     ap.add_argument("--n-tokens", type=int, default=40)
     ap.add_argument("--margin", type=float, default=1e-3)
@@ -516,7 +558,13 @@ def main(argv=None):
         a.attention_multiplier = 1.0 / (a.hidden // a.heads)
 
     cfg = build_config(a)
+    if a.mxfp4:
+        cfg["_mxfp4"] = True
     shapes = tensor_shapes(cfg)
+    cfg.pop("_mxfp4", None)
+    if a.mxfp4:  # as the published checkpoints say it
+        cfg["quantization_config"] = {"quant_method": "mxfp4", "modules_to_not_convert": [
+            "model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"]}
     rng = np.random.default_rng(a.seed)
     rnd = rounder(a.dtype)
     tensors = {n: rnd(draw(rng, *shapes[n])) for n in sorted(shapes)}

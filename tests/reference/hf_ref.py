@@ -3,7 +3,7 @@
 pass (eager attention, causal, batch 1) for the model families colibri supports:
 
   llama (also mistral / qwen2 / qwen3 dense), mixtral, qwen2_moe, qwen3_moe, olmoe,
-  deepseek_v2, deepseek_v3, granitemoe, glm4_moe, ernie4_5_moe, smallthinker (remote code modeling_smallthinker.py).
+  deepseek_v2, deepseek_v3, granitemoe, glm4_moe, ernie4_5_moe, smallthinker (remote code modeling_smallthinker.py), gpt_oss.
 
 It reads an HF directory (config.json + model.safetensors, or shards with
 model.safetensors.index.json; F32/F16/BF16) and computes raw logits for every position.
@@ -48,6 +48,8 @@ class Model:
             raise ValueError(f"unsupported model_type {self.family!r}; known: {sorted(FAMILIES)}")
         self.qtypes = qtypes or {}
         self.act_quant = act_quant
+        if self.family == "gpt_oss":
+            gpt_oss_defaults(self)
 
     def w(self, name):
         try:
@@ -310,6 +312,14 @@ def attend(q, k, v, scale, window=None, sinks=None, chunk=None):
 
 
 def _attn_pattern(m, layer):
+    if m.family == "gpt_oss":  # GptOssConfig: layer_types default to sliding on even layers
+        lt = m.cfg.get("layer_types") or ["sliding_attention" if (i + 1) % 2 else "full_attention"
+                                           for i in range(m.cfg["num_hidden_layers"])]
+        return (m.cfg.get("sliding_window", 128), None) if lt[layer] == "sliding_attention" else (None, None)
+    return _attn_pattern_hf(m, layer)
+
+
+def _attn_pattern_hf(m, layer):
     """(window, chunk) of a layer as transformers derives it. Llama has no sliding window.
     Qwen: sliding_window counts only with use_sliding_window, and by default applies to the
     layers >= max_window_layers (their config classes derive layer_types so); Mistral /
@@ -660,6 +670,8 @@ def ffn(m, x, L, trace=None):
             hh = (linear(m, xs, q + "up.weight") * np.maximum(g, F32(0))).astype(F32)
             return linear(m, hh, q + "down.weight")
         return moe_combine(m, x, idx, w, expert)
+    if fam == "gpt_oss":
+        return gpt_oss_ffn(m, x, L, record)
     if fam == "granitemoe":
         pre = p + "block_sparse_moe."
         logits = linear(m, x, pre + "router.layer.weight")
@@ -679,7 +691,73 @@ def ffn(m, x, L, trace=None):
 
 FAMILIES = {"llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe", "olmoe",
             "deepseek_v2", "deepseek_v3", "granitemoe", "glm4_moe", "ernie4_5_moe",
-            "smallthinker"}
+            "smallthinker", "gpt_oss"}
+
+
+# ----------------------------------------------------------------------------- gpt-oss
+#
+# modeling_gpt_oss.py: q/k/v/o biases, sinks, layer_types (sliding / full), YaRN (default
+# truncate=false), router F.linear with bias -> top-k of the logits -> softmax over those k;
+# experts gate_up = x @ gate_up_proj[e] + bias ([E, hidden, 2 ff], gate = [..., ::2], up =
+# [..., 1::2]), gate.clamp(max=limit), up.clamp(-limit, limit), glu = gate * sigmoid(gate *
+# alpha), (up + 1) * glu @ down_proj[e] ([E, ff, hidden]) + down bias, times the weight.
+
+FP4_VALUES = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0], dtype=F32)
+
+
+def mxfp4_dequant(blocks, scales):
+    """transformers' convert_moe_packed_tensors: blocks [E][rows][G][16] (low nibble = even
+    element), scales [E][rows][G] (E8M0, bias 127) -> float32 [E][G * 32][rows] (x @ W layout)."""
+    blocks = np.asarray(blocks).astype(np.uint8)
+    scales = np.asarray(scales).astype(np.int32) - 127
+    E, R, G, B = blocks.shape
+    out = np.empty((E, R, G, 2 * B), dtype=F32)
+    out[..., 0::2] = FP4_VALUES[blocks & 0x0F]
+    out[..., 1::2] = FP4_VALUES[blocks >> 4]
+    out = np.ldexp(out, scales[..., None]).astype(F32)
+    return out.reshape(E, R, G * 2 * B).transpose(0, 2, 1).copy()
+
+
+def gpt_oss_defaults(m):
+    # copies: what the caller holds (and gen_model.py writes) stays as it was
+    m.cfg = c = dict(m.cfg)
+    m.t = dict(m.t)
+    if c.get("rope_theta") is None:
+        c["rope_theta"] = 150000.0
+    if not c.get("rope_scaling"):
+        c["rope_scaling"] = {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0,
+                             "truncate": False, "original_max_position_embeddings": 4096}
+    m.mxfp4 = set()
+    for L in range(c["num_hidden_layers"]):
+        for w in ("gate_up_proj", "down_proj"):
+            n = f"model.layers.{L}.mlp.experts.{w}"
+            if n + "_blocks" in m.t and n not in m.t:
+                m.t[n] = mxfp4_dequant(m.t[n + "_blocks"], m.t[n + "_scales"])
+                m.mxfp4.add(n)
+
+
+def gpt_oss_ffn(m, x, L, record):
+    cfg = m.cfg
+    p = f"model.layers.{L}.mlp."
+    logits = linear(m, x, p + "router.weight", bias_name=p + "router.bias")
+    idx, w, mg = route_granite(logits, cfg["num_experts_per_tok"])
+    record(idx, mg)
+    gu_n, dn_n = p + "experts.gate_up_proj", p + "experts.down_proj"
+    gu, gub, dn, dnb = m.w(gu_n), m.w(gu_n + "_bias"), m.w(dn_n), m.w(dn_n + "_bias")
+    alpha, limit = F32(cfg.get("swiglu_alpha", 1.702)), F32(cfg.get("swiglu_limit", 7.0))
+
+    def aq(v, name):  # Q8_0 activations before an MXFP4 product (what colibri's kernels do)
+        return quant.qdq(v, "q8_0") if m.act_quant == "q8_0" and name in m.mxfp4 else v
+
+    def expert(e, xs):
+        h = (matmul(aq(xs, gu_n), gu[e]) + gub[e]).astype(F32)
+        gate, up = h[:, 0::2], h[:, 1::2]
+        gate = np.minimum(gate, limit)
+        up = np.clip(up, -limit, limit)
+        glu = (gate * sigmoid((gate * alpha).astype(F32))).astype(F32)
+        hh = ((up + F32(1)) * glu).astype(F32)
+        return (matmul(aq(hh, dn_n), dn[e]) + dnb[e]).astype(F32)
+    return moe_combine(m, x, idx, w, expert)
 
 
 # ----------------------------------------------------------------------------- forward

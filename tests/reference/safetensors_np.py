@@ -90,12 +90,19 @@ def load(path, names=None):
 
 
 def save(path, tensors, dtype="f32", metadata=None):
-    """Writes {name: float ndarray} with every tensor stored as dtype (f32|f16|bf16)."""
+    """Writes {name: float ndarray} with every tensor stored as dtype (f32|f16|bf16); uint8
+    arrays are written as U8."""
     st = {"f32": "F32", "f16": "F16", "bf16": "BF16"}[dtype]
     header = {"__metadata__": dict(metadata or {"format": "pt"})}
     blobs = []
     off = 0
     for name in sorted(tensors):
+        if np.asarray(tensors[name]).dtype == np.uint8:  # raw bytes (MXFP4 blocks / scales) stay U8
+            raw = np.ascontiguousarray(tensors[name]).tobytes()
+            header[name] = {"dtype": "U8", "shape": list(np.shape(tensors[name])), "data_offsets": [off, off + len(raw)]}
+            blobs.append(raw)
+            off += len(raw)
+            continue
         a = np.ascontiguousarray(tensors[name], dtype=np.float32)
         if dtype == "f32":
             raw = a.astype("<f4").tobytes()
