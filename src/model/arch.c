@@ -68,6 +68,7 @@ struct clb_arch_desc {
     int window_default;           /* sliding_window when the config omits it */
     float theta_default;          /* rope_theta when the config omits it (0: 10000) */
     const char *rope_default;     /* rope_scaling (JSON) when the config gives none */
+    bool gguf_yarn_exact;         /* GGUF files carry no truncate: the family's YaRN is untruncated */
 };
 
 static const clb_arch_desc ARCHS[] = {
@@ -267,6 +268,8 @@ static const clb_arch_desc ARCHS[] = {
         .theta_default = 150000.0f,
         .rope_default = "{\"rope_type\": \"yarn\", \"factor\": 32.0, \"beta_fast\": 32.0, \"beta_slow\": 1.0, "
                         "\"truncate\": false, \"original_max_position_embeddings\": 4096}",
+        .gguf_yarn_exact = true,
+        .gguf_rename = {{"post_attention_norm.weight", "ffn_norm.weight"}},
     },
 };
 
@@ -355,6 +358,17 @@ void clb_arch_gguf_defaults(const clb_arch_desc *d, clb_hparams *hp) {
         hp->act_alpha = 1.702f;
         hp->act_limit = 7.0f;
     }
+    hp->rope_yarn_exact = d->gguf_yarn_exact;
+}
+
+int clb_arch_gguf_attn_layers(const clb_arch_desc *d, int window, clb_hparams *hp) {
+    if (!d || (d->swa != SWA_ALT && !d->sinks)) return COLIBRI_OK;
+    if (!clb_hparams_attn_layers(hp)) return clb_err(COLIBRI_ERR_NOMEM, "out of memory");
+    for (int l = 0; l < hp->n_layer; l++) {
+        if (d->swa == SWA_ALT && l % 2 == 0) hp->attn_layers[l].window = window > 0 ? window : d->window_default;
+        if (d->sinks) hp->attn_layers[l].sinks = true;
+    }
+    return COLIBRI_OK;
 }
 
 /* ---- config.json reading ---- */

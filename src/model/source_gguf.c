@@ -229,6 +229,13 @@ static int hparams_from_gguf(const clb_gguf *g, const char *arch, clb_hparams *h
         hp->dense_layers[l] = n_expert > 0 && !has_tensor(g, "blk.%d.ffn_gate_inp.weight", l);
     hp->shexp_gate = hp->n_ff_shexp > 0 && any_layer_has(g, "blk.%d.ffn_gate_inp_shexp.weight", hp->n_layer);
     if (hp->shexp_gate) hp->n_shared_exp = 1;
+    int window = 0;
+    geti(g, arch, "attention.sliding_window", 0, &window);
+    if (!key_err) key_err = clb_arch_gguf_attn_layers(d, window, hp);
+    if (key_err) {
+        clb_err_prefix("%s", path);
+        return key_err;
+    }
     rc = clb_hparams_validate(hp);
     if (rc) clb_err_prefix("%s", path);
     return rc;

@@ -9,7 +9,8 @@
 # MXFP4 *_blocks / *_scales, which stay MXFP4 in .colibri. Each runs from the directory and
 # from its .colibri and must match tests/reference/hf_ref.py within 1e-5 x max |logit| per
 # row, greedy ids identical (MXFP4: against the reference with Q8_0 activations before the
-# MXFP4 products, what the kernels compute).
+# MXFP4 products, what the kernels compute). The same models as GGUF files named the way
+# llama.cpp names gpt-oss, and those converted to .colibri.
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 . "$ROOT/tests/reference/it_lib.sh"
@@ -56,6 +57,48 @@ if [ -f "$WORK/mxfp4.colibri" ]; then
     "$PYTHON" "$REF/hf_ref.py" "$WORK/mxfp4" --tokens "$toks" --out "$WORK/mxfp4.plain.ref" >/dev/null \
         && "$PYTHON" "$REF/compare.py" logits "$WORK/mxfp4.logits" "$WORK/mxfp4.plain.ref" --vocab 160 \
             --label "mxfp4 (info) vs hf_ref with f32 activations"
+fi
+
+# GGUF files as llama.cpp names them (tests/reference/hf_to_gguf.py, ik_llama.cpp's
+# create_openai_moe_tensors): the same models converted, MXFP4 experts still MXFP4. A GGUF
+# carries neither swiglu_limit (llama.cpp: 7) nor layer_types (sliding on even layers): the
+# reference runs on the config those semantics describe (--effective-config). Then
+# GGUF -> .colibri keeps every tensor byte-exact and gives the same figures.
+H2G="$PYTHON $REF/hf_to_gguf.py"
+gguf_case() { # NAME [REF ARGS]
+    name=$1 refargs=${2:-} dir="$WORK/$1"
+    [ -f "$dir/config.json" ] || return
+    echo "== $name as GGUF"
+    gguf="$WORK/$name.gguf" refdir="$WORK/$name-eff"
+    $H2G "$dir" "$gguf" --effective-config "$WORK/$name.eff.json" >/dev/null 2>"$WORK/h2g.err" \
+        || { fail "$name: hf_to_gguf failed: $(tail -2 "$WORK/h2g.err")"; return; }
+    sed 's/^/   /' "$WORK/h2g.err"
+    rm -rf "$refdir"; mkdir -p "$refdir"
+    cp "$WORK/$name.eff.json" "$refdir/config.json"
+    ln -s "$dir/model.safetensors" "$refdir/"
+    toks=$(csv "$(cat "$dir/tokens.txt")")
+    # shellcheck disable=SC2086
+    "$PYTHON" "$REF/hf_ref.py" "$refdir" --tokens "$toks" --out "$WORK/$name.gref" --greedy $NGEN $refargs \
+        >"$WORK/$name.gref.ids" || { fail "$name: hf_ref (GGUF semantics) failed"; return; }
+    models=$gguf
+    if colibri_convert "$gguf" "$WORK/$name.g.colibri"; then
+        check "$PYTHON" "$REF/gguf_np.py" colibri-bytes "$gguf" "$WORK/$name.g.colibri"
+        models="$models $WORK/$name.g.colibri"
+    fi
+    for m in $models; do
+        colibri_run "$WORK/$name.gids" $F32KV -m "$m" --tokens "$toks" -n $NGEN --threads 2 \
+            --dump-logits "$WORK/$name.glogits" || continue
+        check "$PYTHON" "$REF/compare.py" logits "$WORK/$name.glogits" "$WORK/$name.gref" --vocab 160 \
+            --max-rel-row "$TOL" --min-argmax 1 --label "$name ($(basename "$m")) vs hf_ref"
+        check "$PYTHON" "$REF/compare.py" greedy "$WORK/$name.gids" "$WORK/$name.gref.ids" --label "$name GGUF greedy"
+    done
+}
+gguf_case f32-swa
+gguf_case f32-defaults
+gguf_case mxfp4 "--act-quant q8_0"
+if [ -f "$WORK/mxfp4.g.colibri" ]; then
+    n=$("$COLIBRI" inspect "$WORK/mxfp4.g.colibri" 2>&1 | grep -c 'ffn_\(gate\|up\|down\)\.[0-9]*\.weight *mxfp4')
+    [ "$n" -eq 30 ] || fail "mxfp4.g.colibri: $n of 30 expert tensors are MXFP4"
 fi
 
 # bad input: a missing scales tensor, a limit that is not a number, truncate not a bool

@@ -161,7 +161,8 @@ def _val(t, v):
 
 def write(path, kv, tensors):
     """kv: list of (key, type, value), type a T_* or (T_ARR, element T_*), in file order;
-    tensors: list of (name, ndarray) written F32 (numpy shape reversed into ne), in order.
+    tensors: list of (name, ndarray) written F32 (numpy shape reversed into ne), in order, or
+    (name, uint8 blocks, ggml type, numpy shape) written as those bytes.
     GGUF v3, alignment 32 (general.alignment is not written, as llama.cpp's writer)."""
     head = [b"GGUF", struct.pack("<IQQ", 3, len(tensors), len(kv))]
     for k, t, v in kv:
@@ -169,11 +170,14 @@ def write(path, kv, tensors):
         head.append(struct.pack("<I", t[0] if isinstance(t, tuple) else t))
         head.append(_val(t, v))
     blobs, off = [], 0
-    for name, a in tensors:
-        raw = np.ascontiguousarray(a, dtype="<f4").tobytes()
-        ne = list(reversed(a.shape))
+    for item in tensors:
+        name, a = item[0], item[1]
+        if len(item) == 4:  # (name, raw uint8 blocks, ggml type, logical numpy shape): a quantized tensor
+            raw, gtype, ne = np.ascontiguousarray(a, dtype=np.uint8).tobytes(), item[2], list(reversed(item[3]))
+        else:
+            raw, gtype, ne = np.ascontiguousarray(a, dtype="<f4").tobytes(), GGML_F32, list(reversed(a.shape))
         head.append(_str(name) + struct.pack("<I", len(ne)) + struct.pack(f"<{len(ne)}Q", *ne)
-                    + struct.pack("<IQ", GGML_F32, off))
+                    + struct.pack("<IQ", gtype, off))
         pad = (-len(raw)) % ALIGN
         blobs.append(raw + b"\0" * pad)
         off += len(raw) + pad
@@ -209,7 +213,8 @@ def read_colibri(path):
 _STACKED = ("ffn_gate_exps", "ffn_up_exps", "ffn_down_exps")
 
 
-GGUF_RENAME = {"glm4moe": {"post_attention_norm.weight": "ffn_norm.weight"}}
+GGUF_RENAME = {"glm4moe": {"post_attention_norm.weight": "ffn_norm.weight"},
+               "gpt-oss": {"post_attention_norm.weight": "ffn_norm.weight"}}
 
 
 def _cli_colibri_bytes(gguf_path, col_path):

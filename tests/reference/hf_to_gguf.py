@@ -21,6 +21,7 @@ c392e50 group-limited routing was silently dropped.
 | Qwen3MoeForCausalLM | qwen3moe | as qwen2moe; key_length / value_length from head_dim; per-head attn_q_norm / attn_k_norm |
 | OlmoeForCausalLM | olmoe | attention.layer_norm_rms_epsilon 1e-5; full-width attn_q_norm / attn_k_norm |
 | DeepseekV2ForCausalLM, DeepseekV3ForCausalLM | deepseek2 | leading_dense_block_count, q/kv_lora_rank, key_length = nope + rope, value_length, expert_shared_count, expert_weights_scale / _norm, expert_gating_func (1 softmax, 2 sigmoid), rope.dimension_count = qk_rope_head_dim, yarn keys incl. yarn_log_multiplier = 0.1 mscale_all_dim; MLA tensors attn_q or attn_q_a / attn_q_a_norm / attn_q_b, attn_kv_a_mqa, attn_kv_a_norm, attn_kv_b; exp_probs_b.bias |
+| GptOssForCausalLM | gpt-oss | as llama.cpp's loader names it (convert_gpt_oss); MXFP4 experts stay MXFP4 |
 | GraniteMoeForCausalLM | granitemoe | llama keys (head_dim ignored) + attention.scale, embedding_scale, residual_scale, logit_scale; input_linear split into ffn_gate_exps / ffn_up_exps, output_linear = ffn_down_exps; Q/K permuted |
 | Glm4MoeForCausalLM | glm4moe | as ik_llama.cpp's Glm4MoeModel: block_count = num_hidden_layers + num_nextn_predict_layers (the MTP layer kept, its own tensors as blk.L.nextn.*), nextn_predict_layers, rope.dimension_count = head_dim x partial_rotary_factor, expert_count / _feed_forward_length / _shared_count, leading_dense_block_count, expert_gating_func 2, expert_weights_scale / _norm; the FFN norm is post_attention_norm; exp_probs_b.bias |
 | Ernie4_5_MoeForCausalLM | ernie4_5-moe | as ik_llama.cpp's Ernie4_5MoeModel: expert_count = moe_num_experts, expert_used_count = moe_k, interleave_moe_layer_step, leading_dense_block_count = moe_layer_start_index, expert_shared_count, expert_shared_feed_forward_length = intermediate_size / num_key_value_heads; model.mtp_* skipped; moe_statics bias as exp_probs_b.bias |
@@ -59,7 +60,7 @@ ARCH = {
     "Qwen2MoeForCausalLM": "qwen2moe", "Qwen3MoeForCausalLM": "qwen3moe", "OlmoeForCausalLM": "olmoe",
     "DeepseekV2ForCausalLM": "deepseek2", "DeepseekV3ForCausalLM": "deepseek2",
     "GraniteMoeForCausalLM": "granitemoe", "Glm4MoeForCausalLM": "glm4moe",
-    "Ernie4_5_MoeForCausalLM": "ernie4_5-moe",
+    "Ernie4_5_MoeForCausalLM": "ernie4_5-moe", "GptOssForCausalLM": "gpt-oss",
 }
 
 # HF name (after "model.layers.N.") -> GGUF name (after "blk.N."); tensor_mapping.py facts
@@ -339,6 +340,9 @@ def convert(hf_dir, name=None):
         if c.get("moe_layer_end_index", -1) not in (-1, c["num_hidden_layers"] - 1):
             note("ernie4_5-moe: moe_layer_end_index is not written (the layers' tensors say which are MoE)")
 
+    if arch == "gpt-oss":
+        return convert_gpt_oss(c, W, kv, eff)
+
     # ---- tensors ----
     out = []
     extra = []
@@ -395,6 +399,95 @@ def convert(hf_dir, name=None):
     add_vocab(kv, c["vocab_size"], c)
     kv.u32("general.quantization_version", 2)
     return kv.items, tensors, eff
+
+
+GGML_MXFP4 = 39
+
+
+def mxfp4_ggml(blocks, scales):
+    """HF MXFP4 [E][rows][G][16] (element 2j low nibble of byte j, 2j+1 high) + E8M0 scales
+    [E][rows][G] -> ggml block_mxfp4 bytes [E][rows][G * 17] (e, then qs[j] = element j | element
+    j + 16 << 4), what llama.cpp's converter writes for gpt-oss."""
+    b = np.asarray(blocks).astype(np.uint8)
+    nib = np.empty(b.shape[:-1] + (32,), dtype=np.uint8)
+    nib[..., 0::2] = b & 0x0F
+    nib[..., 1::2] = b >> 4
+    qs = nib[..., :16] | (nib[..., 16:] << 4)
+    out = np.concatenate([np.asarray(scales).astype(np.uint8)[..., None], qs], axis=-1)
+    return out.reshape(b.shape[0], b.shape[1], -1)
+
+
+def convert_gpt_oss(c, W, kv, eff):
+    """gpt-oss as llama.cpp names it (ik_llama.cpp create_openai_moe_tensors): post_attention_norm
+    for the FFN norm, attn_sinks, ffn_gate_inp weight + bias, gate and up de-interleaved into
+    ffn_gate_exps / ffn_up_exps ([E][ff][hidden]) with their biases, ffn_down_exps; MXFP4 experts
+    stay MXFP4 (repacked), everything else F32. Keys: the base ones, expert_feed_forward_length,
+    attention.sliding_window, rope.dimension_count, YaRN rope.scaling.*. A GGUF carries no
+    layer_types (llama.cpp: sliding on even layers) and no truncate."""
+    base_params(kv, c)
+    hd = c.get("head_dim") or 64
+    kv.u32("{arch}.expert_feed_forward_length", c["intermediate_size"])
+    kv.u32("{arch}.attention.sliding_window", c.get("sliding_window") or 128)
+    kv.u32("{arch}.rope.dimension_count", hd)
+    if "head_dim" not in c:
+        kv.u32("{arch}.attention.key_length", hd)
+        kv.u32("{arch}.attention.value_length", hd)
+    rs = c.get("rope_scaling") or {"rope_type": "yarn", "factor": 32.0, "original_max_position_embeddings": 4096}
+    if rope_type(rs) == "yarn":
+        kv.add("{arch}.rope.scaling.type", G.T_STR, "yarn")
+        kv.f32("{arch}.rope.scaling.factor", rs["factor"])
+        kv.u32("{arch}.rope.scaling.original_context_length", rs["original_max_position_embeddings"])
+    if c.get("rope_theta") is None:
+        kv.f32("{arch}.rope.freq_base", 150000.0)
+    for k, d in (("swiglu_limit", 7.0), ("swiglu_alpha", 1.702)):  # llama.cpp: constants of SWIGLU_OAI
+        if c.get(k, d) != d:
+            note(f"gpt-oss: {k}={c[k]} cannot be stored; llama.cpp uses {d}")
+            eff[k] = d
+    lt = c.get("layer_types")
+    if lt and any((t == "sliding_attention") != (i % 2 == 0) for i, t in enumerate(lt)):
+        note("gpt-oss: layer_types other than sliding on even layers cannot be stored")
+        eff["layer_types"] = None
+    out = []
+    for hf in sorted(W, key=_order):
+        if hf in GLOBAL_NAMES:
+            out.append((GLOBAL_NAMES[hf], np.asarray(W[hf], dtype=np.float32)))
+            continue
+        p = hf.split(".")
+        L, rest = int(p[2]), ".".join(p[3:])
+        b = f"blk.{L}."
+        a = W[hf]
+        names = {"input_layernorm.weight": "attn_norm.weight", "post_attention_layernorm.weight": "post_attention_norm.weight",
+                 "self_attn.sinks": "attn_sinks.weight", "mlp.router.weight": "ffn_gate_inp.weight",
+                 "mlp.router.bias": "ffn_gate_inp.bias", "mlp.experts.down_proj_bias": "ffn_down_exps.bias"}
+        for n, g in (("q", "attn_q"), ("k", "attn_k"), ("v", "attn_v"), ("o", "attn_output")):
+            names[f"self_attn.{n}_proj.weight"] = g + ".weight"
+            names[f"self_attn.{n}_proj.bias"] = g + ".bias"
+        if rest in names:
+            out.append((b + names[rest], np.asarray(a, dtype=np.float32)))
+        elif rest == "mlp.experts.gate_up_proj":  # [E][hidden][2 ff] (x @ W)
+            a = np.asarray(a, dtype=np.float32).transpose(0, 2, 1)
+            out += [(b + "ffn_gate_exps.weight", a[:, 0::2]), (b + "ffn_up_exps.weight", a[:, 1::2])]
+        elif rest == "mlp.experts.gate_up_proj_bias":
+            a = np.asarray(a, dtype=np.float32)
+            out += [(b + "ffn_gate_exps.bias", a[:, 0::2]), (b + "ffn_up_exps.bias", a[:, 1::2])]
+        elif rest == "mlp.experts.down_proj":  # [E][ff][hidden]
+            out.append((b + "ffn_down_exps.weight", np.asarray(a, dtype=np.float32).transpose(0, 2, 1)))
+        elif rest.endswith("_blocks"):
+            q = mxfp4_ggml(a, W[hf.replace("_blocks", "_scales")])
+            E, R = q.shape[0], q.shape[1]
+            cols = a.shape[2] * 32
+            if rest == "mlp.experts.gate_up_proj_blocks":
+                out += [(b + "ffn_gate_exps.weight", q[:, 0::2], GGML_MXFP4, (E, R // 2, cols)),
+                        (b + "ffn_up_exps.weight", q[:, 1::2], GGML_MXFP4, (E, R // 2, cols))]
+            else:
+                out.append((b + "ffn_down_exps.weight", q, GGML_MXFP4, (E, R, cols)))
+        elif rest.endswith("_scales"):
+            continue
+        else:
+            raise SystemExit(f"hf_to_gguf: cannot map tensor {hf!r}")
+    add_vocab(kv, c["vocab_size"], c)
+    kv.u32("general.quantization_version", 2)
+    return kv.items, out, eff
 
 
 def _order(n):
@@ -457,7 +550,7 @@ def main():
     a = ap.parse_args()
     kv, tensors, eff = convert(a.hf_dir, a.name)
     G.write(a.out, kv, tensors)
-    n_bytes = sum(t.nbytes for _, t in tensors)
+    n_bytes = sum(t[1].nbytes for t in tensors)
     print(f"hf_to_gguf: {a.out}: {len(kv)} keys, {len(tensors)} tensors, {n_bytes} bytes of F32")
     if a.effective_config:
         with open(a.effective_config, "w") as f:
