@@ -17,6 +17,11 @@ Models (shapes as the published configs; --layers cuts the depth):
                              (16 heads, kv_lora_rank 512, qk nope 128 + rope 64, v 128, no q
                              lora), layer 0 dense (ff 10944), then 64 experts top-6 (ff 1408)
                              + 2 shared, vocab 102400 (attn_kv_b layout, no YaRN)
+    gptoss20b arch gpt-oss:  gpt-oss-20b, 24 layers (default cut: 8), hidden 2880, 32 experts
+                             top-4, expert ff 2880 in MXFP4 (whatever --dtype says: the dense
+                             tensors take it), 64 heads / 8 kv, head_dim 64, q/k/v/o biases,
+                             attention sinks, sliding window 128 on even layers, YaRN x32,
+                             router and expert biases, vocab 201088
 
 dtypes: f16 holds the random floats themselves (a convert / quantize input); q4_0 and q8_0
 blocks come from the ggml reference quantizers applied to random floats; q4_k blocks are
@@ -50,6 +55,7 @@ DTYPES = {
     "q4_0": (2, 32, 18),
     "q8_0": (8, 32, 34),
     "q4_k": (12, 256, 144),
+    "mxfp4": (39, 32, 17),
 }
 
 MODELS = {
@@ -67,6 +73,10 @@ MODELS = {
                      qk_norm=None, rope_base=10000.0, eps=1e-6, expert_ff_key=True,
                      mla=dict(kv_lora_rank=512, nope=128, rope=64, v=128), dense_ff=10944,
                      first_dense=1, shared=2),
+    "gptoss20b": dict(arch="gpt-oss", layers=8, full_layers=24, hidden=2880, heads=64, kv_heads=8,
+                      head_dim=64, ff=2880, experts=32, top_k=4, vocab=201088, ctx=131072,
+                      qk_norm=None, rope_base=150000.0, eps=1e-5, expert_ff_key=True,
+                      gpt_oss=dict(window=128, yarn_factor=32.0, yarn_orig=4096), expert_dtype="mxfp4"),
 }
 
 
@@ -142,6 +152,16 @@ def quant_q4_0(x):
     return out
 
 
+def random_mxfp4(rng, nb, scale):
+    """nb MXFP4 blocks: random nibbles (every E2M1 code, both signs, mean magnitude 2.3 before
+    the scale) and E8M0 exponents of 2^-1 .. 2^1 times the one that makes their uniform-like
+    spread about `scale`."""
+    out = rng.integers(0, 256, size=(nb, 17), dtype=np.uint8)
+    e0 = 127 + int(np.round(np.log2(scale / 2.3)))
+    out[:, 0] = rng.integers(e0 - 1, e0 + 2, size=nb).astype(np.uint8)
+    return out
+
+
 def random_q4_k(rng, nb, scale):
     """nb random-but-valid Q4_K super-blocks of zero-mean weights: random nibbles q, random
     6-bit sub-block scales sc in 32..63, dmin = 8 d and mins m = round(sc * 7.5 / 8), so that
@@ -205,6 +225,8 @@ def fresh_chunks(rng, dtype, n_elems, scale, chunk_elems=1 << 22):
         n = min(chunk_elems, n_elems - done)
         if dtype == "q4_k":
             yield random_q4_k(rng, n // bs, scale).tobytes()
+        elif dtype == "mxfp4":
+            yield random_mxfp4(rng, n // bs, scale).tobytes()
         else:
             x = (rng.random(n, dtype=np.float32) * 2.0 - 1.0) * scale
             if dtype == "f32":
@@ -261,10 +283,39 @@ def layout_mla(m, wdt):
     return t
 
 
+def layout_gpt_oss(m, wdt):
+    """gpt-oss as llama.cpp names it: attention with biases and sinks, the FFN norm as
+    post_attention_norm, router and expert biases; experts in m["expert_dtype"]."""
+    H, E, F, V = m["hidden"], m["experts"], m["ff"], m["vocab"]
+    qd, kvd, xdt = m["heads"] * m["head_dim"], m["kv_heads"] * m["head_dim"], m["expert_dtype"]
+    t = [("token_embd.weight", [H, V], wdt, EMBD_SCALE)]
+    for i in range(m["layers"]):
+        b = "blk.%d." % i
+        t.append((b + "attn_norm.weight", [H], "f32", "ones"))
+        for n, rows, cols in (("attn_q", qd, H), ("attn_k", kvd, H), ("attn_v", kvd, H), ("attn_output", H, qd)):
+            t.append((b + n + ".weight", [cols, rows], wdt, 0.03))
+            t.append((b + n + ".bias", [rows], "f32", 0.03))
+        t.append((b + "attn_sinks.weight", [m["heads"]], "f32", 1.0))
+        t.append((b + "post_attention_norm.weight", [H], "f32", "ones"))
+        t.append((b + "ffn_gate_inp.weight", [H, E], "f32", 0.05))
+        t.append((b + "ffn_gate_inp.bias", [E], "f32", 0.05))
+        t.append((b + "ffn_gate_exps.weight", [H, F, E], xdt, 0.03))
+        t.append((b + "ffn_up_exps.weight", [H, F, E], xdt, 0.03))
+        t.append((b + "ffn_down_exps.weight", [F, H, E], xdt, 0.03))
+        t.append((b + "ffn_gate_exps.bias", [F, E], "f32", 0.03))
+        t.append((b + "ffn_up_exps.bias", [F, E], "f32", 0.03))
+        t.append((b + "ffn_down_exps.bias", [H, E], "f32", 0.03))
+    t.append(("output_norm.weight", [H], "f32", "ones"))
+    t.append(("output.weight", [H, V], wdt, 0.03))
+    return t
+
+
 def layout(m, wdt):
     """List of (name, dims (ne0 first), dtype, init) — init: 'ones' or a uniform scale."""
     if "mla" in m:
         return layout_mla(m, wdt)
+    if "gpt_oss" in m:
+        return layout_gpt_oss(m, wdt)
     H, E, F, V = m["hidden"], m["experts"], m["ff"], m["vocab"]
     qd, kvd = m["heads"] * m["head_dim"], m["kv_heads"] * m["head_dim"]
     t = [("token_embd.weight", [H, V], wdt, EMBD_SCALE)]
@@ -295,6 +346,8 @@ def metadata(m, wdt, name):
     a = m["arch"]
     toks, scores, types = vocab(m["vocab"])
     ftype = {"f16": 1, "q4_0": 2, "q8_0": 7, "q4_k": 15}[wdt]  # LLAMA_FTYPE_MOSTLY_*
+    if m.get("expert_dtype") == "mxfp4":
+        ftype = 38  # LLAMA_FTYPE_MOSTLY_MXFP4_MOE
     kv = [
         ("general.architecture", T_STR, a),
         ("general.name", T_STR, name),
@@ -327,6 +380,11 @@ def metadata(m, wdt, name):
                (a + ".leading_dense_block_count", T_U32, m["first_dense"]),
                (a + ".expert_shared_count", T_U32, m["shared"]), (a + ".expert_weights_scale", T_F32, 1.0),
                (a + ".expert_weights_norm", T_BOOL, False), (a + ".expert_gating_func", T_U32, 1)]
+    if "gpt_oss" in m:
+        G = m["gpt_oss"]
+        kv += [(a + ".attention.sliding_window", T_U32, G["window"]), (a + ".rope.scaling.type", T_STR, "yarn"),
+               (a + ".rope.scaling.factor", T_F32, G["yarn_factor"]),
+               (a + ".rope.scaling.original_context_length", T_U32, G["yarn_orig"])]
     kv += [
         ("tokenizer.ggml.model", T_STR, "llama"),
         ("tokenizer.ggml.tokens", T_ARR, (T_STR, toks)),
@@ -400,7 +458,8 @@ def write(path, m, wdt, name, seed):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", choices=sorted(MODELS))
-    ap.add_argument("--dtype", choices=["q4_0", "q8_0", "q4_k", "f16"], default="q4_0")
+    ap.add_argument("--dtype", choices=["q4_0", "q8_0", "q4_k", "f16"], default="q4_0",
+                    help="weight type (gptoss20b: of the dense tensors; its experts are MXFP4)")
     ap.add_argument("--layers", type=int, help="number of layers (default: the model's bench cut)")
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("-o", "--output", help="output file (default %s/<model>-L<layers>-<dtype>.gguf)" % OUT_DIR)
@@ -410,9 +469,9 @@ def main():
     if a.list or not a.model:
         for k, m in MODELS.items():
             for dt in ("q4_0", "q8_0", "q4_k"):
-                if any(d[0] % DTYPES[dt][1] for _, d, t, _ in layout(m, dt) if t != "f32"):
+                if any(d[0] % DTYPES[t][1] for _, d, t, _ in layout(m, dt)):
                     continue  # rows this block size does not divide (DeepSeek's dense ff with q4_k)
-                tot = sum(nbytes(d, t if t == "f32" else dt)[0] for _, d, t, _ in layout(m, dt))
+                tot = sum(nbytes(d, t)[0] for _, d, t, _ in layout(m, dt))
                 print("%-9s %-5s layers %2d  %.2f GiB" % (k, dt, m["layers"], tot / 2**30))
         return 0
     m = dict(MODELS[a.model])
