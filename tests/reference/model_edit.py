@@ -111,7 +111,7 @@ def cmd_colibri(src, dst, edits):
         k, v = e.split("=", 1)
         j["config"][k] = json.loads(v)
     # 1e39 stays a literal the reader parses (json.dumps would write Infinity for inf)
-    raw = json.dumps(j, separators=(",", ":")).encode()
+    raw = json.dumps(j, separators=(",", ":"), ensure_ascii=False).encode()  # UTF-8 as written, not \\u escapes
     meta = struct.pack("<Q", len(raw)) + raw
     if mo + len(meta) > do:
         raise SystemExit("the edited metadata does not fit before the data section")
