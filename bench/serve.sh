@@ -10,6 +10,9 @@
 #      with the load; that share does much less.
 # usage: bench/serve.sh MODEL COLIBRI [COLIBRI2 ...]
 #   env: THREADS (2), TOKENS (128 per stream), STREAMS ("1 2 4 8"), EXTRA (more serve options),
+#        PEER (a llama-server binary, llama.cpp's or ik_llama.cpp's: after the colibri binaries
+#        it serves the same file with -np = the most streams and the same rounds are run; its
+#        /metrics differ, so only tokens, wall time and tok/s are given), PEER_ARGS (e.g. -rtr 1),
 #        TEMP (1.0: each stream samples with its own seed, so that the streams' tokens, and the
 #        experts they choose, differ; on a random-weight file greedy streams all fall into the
 #        same tokens and share every expert)
@@ -24,34 +27,42 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 cat >"$tmp/round.py" <<'PY'
 import http.client, json, os, sys, threading, time
 port, n, tokens = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
-def metrics():
-    c = http.client.HTTPConnection("127.0.0.1", port); c.request("GET", "/metrics"); t = c.getresponse().read().decode()
-    return {l.split()[0]: float(l.split()[1]) for l in t.splitlines() if l and not l.startswith("#")}
+def metrics(): # colibri's counters; {} from a peer (its names differ)
+    c = http.client.HTTPConnection("127.0.0.1", port); c.request("GET", "/metrics"); r = c.getresponse(); t = r.read().decode()
+    if r.status != 200: return {}
+    m = {}
+    for l in t.splitlines():
+        f = l.split()
+        if len(f) == 2 and not l.startswith("#"):
+            try: m[f[0]] = float(f[1])
+            except ValueError: pass
+    return m
 res = [None] * n
 def one(i):
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=3600)
     body = json.dumps({"prompt": "Stream %d: once upon a time" % i, "max_tokens": tokens, "temperature": float(os.environ["TEMP"]), "seed": 1000 + i,
                        "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}})
     c.request("POST", "/v1/completions", body, {"Content-Type": "application/json"})
-    r = c.getresponse(); first = last = None; got = 0
+    r = c.getresponse(); first = last = None; got = 0; chunks = 0
     for line in r:
         line = line.strip()
         if not line.startswith(b"data: ") or line == b"data: [DONE]": continue
         j = json.loads(line[6:])
         if j.get("usage"): got = j["usage"]["completion_tokens"]; continue
-        if j["choices"] and j["choices"][0]["text"]:
-            now = time.perf_counter(); first = first or now; last = now
-    res[i] = (first, last, got)
+        if j["choices"] and j["choices"][0].get("text"):
+            now = time.perf_counter(); first = first or now; last = now; chunks += 1
+    res[i] = (first, last, got or chunks) # a server without the usage chunk: one token per chunk
 m0 = metrics(); t0 = time.perf_counter()
 th = [threading.Thread(target=one, args=(i,)) for i in range(n)]
 [t.start() for t in th]; [t.join() for t in th]
 t1 = time.perf_counter(); m1 = metrics()
 first = min(r[0] for r in res); last = max(r[1] for r in res); toks = sum(r[2] for r in res)
-steps = m1["colibri_decode_steps_total"] - m0["colibri_decode_steps_total"]
-byts = m1["colibri_moe_expert_bytes_run_total"] - m0["colibri_moe_expert_bytes_run_total"]
-runs = m1["colibri_moe_layer_runs_total"] - m0["colibri_moe_layer_runs_total"]
-exps = m1["colibri_moe_experts_run_total"] - m0["colibri_moe_experts_run_total"]
-busy = m1["colibri_decode_busy_seconds_total"] - m0["colibri_decode_busy_seconds_total"]
+d = lambda k: m1.get(k, 0) - m0.get(k, 0)
+steps = d("colibri_decode_steps_total")
+byts = d("colibri_moe_expert_bytes_run_total")
+runs = d("colibri_moe_layer_runs_total")
+exps = d("colibri_moe_experts_run_total")
+busy = d("colibri_decode_busy_seconds_total")
 # the first token of each stream is sampled from the prompt's logits: decode = toks - n tokens
 print("%d %.3f %.2f %d %.0f %.2f %.1f" % (toks, last - first, (toks - n) / (last - first), steps, byts / max(steps, 1),
                                           exps / max(runs, 1), 100 * busy / (t1 - t0)))
@@ -77,3 +88,22 @@ for BIN in "$@"; do
     done
     kill -TERM $sp; wait $sp || true
 done
+if [ -n "${PEER:-}" ]; then
+    echo "== $PEER ${PEER_ARGS:-} ($MODEL, $THREADS threads, -np $MAXS)"
+    port=$($PY -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    # shellcheck disable=SC2086
+    "$PEER" -m "$MODEL" --host 127.0.0.1 --port "$port" -t "$THREADS" -np "$MAXS" -c $((MAXS * (TOKENS + 64))) ${PEER_ARGS:-} \
+        >"$tmp/perr" 2>&1 &
+    sp=$!
+    for i in $(seq 1 3000); do
+        curl -fs "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break
+        kill -0 $sp 2>/dev/null || { tail -5 "$tmp/perr"; exit 1; }; sleep 0.1
+    done
+    $PY "$tmp/round.py" "$port" 1 8 >/dev/null # warm-up
+    printf '%8s %10s %10s %12s\n' streams tokens wall_s "decode tok/s"
+    for n in $STREAMS; do
+        set -- $($PY "$tmp/round.py" "$port" "$n" "$TOKENS")
+        printf '%8d %10d %10.3f %12.2f\n' "$n" "$1" "$2" "$3"
+    done
+    kill -TERM $sp; wait $sp || true
+fi
