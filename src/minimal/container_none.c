@@ -60,5 +60,9 @@ uint64_t clb_container_max_seg(const clb_container *c) {
     (void)c;
     return 0;
 }
+uint64_t clb_container_max_plain_seg(const clb_container *c) {
+    (void)c;
+    return 0;
+}
 void clb_codec_free(clb_codec *c) { (void)c; }
 const char *clb_codec_name(int codec) { return codec == CLB_CODEC_NONE ? "none" : "?"; }
