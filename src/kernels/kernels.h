@@ -86,7 +86,7 @@ typedef void (*clb_axpy_fn)(int64_t n, float a, const float *x, float *y);
  * fa_vacc[t](d, nq, nk, p, ps, v, vs, acc, as): acc[i * as + c] += sum over j < nk of
  *   p[i * ps + j] * v_j[c], for c < d, value rows of type t (vs bytes apart).
  * fa_exp_sum(n, x, m): x[i] = exp(x[i] - m) (exactly 0 for x[i] = -inf), returns their sum;
- *   n is a multiple of 8.
+ *   n is a multiple of 16 (the AVX-512 vector).
  * Every s[i][j] and every acc[i][c] goes through the same operations whatever nq, nk and the
  * other rows are (keys in order, one multiply-add chain per element), so how queries are
  * grouped into tiles — batch size, sequences sharing a step — never changes a result. */

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/common.h"
+#include "kernels/kernels.h"
 
 typedef struct clb_cand {
     float logit;
@@ -21,7 +22,8 @@ struct clb_sampler {
     int32_t *counts;   /* [n_vocab] occurrences in the window; all zero between calls */
     clb_cand *cand;    /* [n_vocab] candidates, descending logit, ties ascending id */
     double *pd;        /* [n_vocab] candidate probabilities (double for the running sums) */
-    float *probs;      /* [n_vocab] the same as float, for clb_sampler_candidates */
+    float *probs;      /* [n_vocab rounded up to 16] the same as float, for clb_sampler_candidates;
+                          the unsorted draw's weights */
     int32_t *ids;      /* [n_vocab] candidate ids, for clb_sampler_candidates */
     size_t n_cand;
     int32_t *hist;     /* [penalty_last_n] ring of accepted tokens */
@@ -113,7 +115,7 @@ clb_sampler *clb_sampler_create(const clb_sampler_params *p, int32_t n_vocab) {
     s->counts = clb_calloc(nv, sizeof *s->counts);
     s->cand = clb_malloc(nv * sizeof *s->cand);
     s->pd = clb_malloc(nv * sizeof *s->pd);
-    s->probs = clb_malloc(nv * sizeof *s->probs);
+    s->probs = clb_malloc(((nv + 15) & ~(size_t)15) * sizeof *s->probs);
     s->ids = clb_malloc(nv * sizeof *s->ids);
     s->hist = clb_malloc((p->penalty_last_n ? (size_t)p->penalty_last_n : 1) * sizeof *s->hist);
     if (!s->work || !s->counts || !s->cand || !s->pd || !s->probs || !s->ids || !s->hist) goto nomem;
@@ -350,9 +352,62 @@ int clb_sampler_candidates(clb_sampler *s, const float *logits, const int32_t **
     return COLIBRI_OK;
 }
 
+/* Steps 1, 4, 5, 7 and 8 when no step needs an order (temperature > 0, no top-k, no top-p:
+   OpenAI's defaults): the weights exp(l / T - max / T) in vocabulary order through the
+   kernels' vector exp, min-p as e >= min_p (e_max = 1), and the draw walks the vocabulary.
+   The same distribution as the sorted pipeline without its sort: one pass over a 152k
+   vocabulary instead of a sort and a scalar exp per entry. */
+static int draw_unsorted(clb_sampler *s, int32_t *out_token) {
+    const size_t nv = (size_t)s->n_vocab, n16 = (nv + 15) & ~(size_t)15;
+    const float inv_t = 1.0f / s->p.temperature;
+    float *x = s->probs, max = -INFINITY;
+    for (size_t i = 0; i < nv; i++) {
+        float l = s->work[i];
+        if (isnan(l) || l == -INFINITY) {
+            x[i] = -INFINITY;
+            continue;
+        }
+        l *= inv_t;
+        if (!(l <= 3.0e38f)) l = 3.0e38f; /* +inf (clamped, as the sorted path does) and overflow */
+        if (l < -3.0e38f) l = -3.0e38f;
+        x[i] = l;
+        if (l > max) max = l;
+    }
+    if (max == -INFINITY) return clb_err(COLIBRI_ERR_ARG, "sampler: no finite logit among %zu", nv);
+    for (size_t i = nv; i < n16; i++) x[i] = -INFINITY;
+    double sum = (double)clb_kernels_get()->fa_exp_sum((int64_t)n16, x, max);
+    if (s->p.min_p > 0.0f) {
+        const float thr = s->p.min_p;
+        sum = 0.0;
+        for (size_t i = 0; i < nv; i++) {
+            if (x[i] < thr) x[i] = 0.0f;
+            sum += (double)x[i];
+        }
+    }
+    const double u = clb_sampler_rand_double(s) * sum;
+    double cum = 0.0;
+    int32_t last = -1;
+    for (size_t i = 0; i < nv; i++) {
+        if (x[i] == 0.0f) continue;
+        cum += (double)x[i];
+        last = (int32_t)i;
+        if (u < cum) {
+            *out_token = last;
+            return COLIBRI_OK;
+        }
+    }
+    *out_token = last; /* rounding left u >= the final sum; the maximum has weight 1, so last >= 0 */
+    return COLIBRI_OK;
+}
+
 int clb_sampler_sample(clb_sampler *s, const float *logits, int32_t *out_token) {
     if (!s || !logits || !out_token)
         return clb_err(COLIBRI_ERR_ARG, "sampler: NULL argument to clb_sampler_sample");
+    if (s->p.temperature > 0.0f && !(s->p.top_k > 0 && s->p.top_k < s->n_vocab) && !(s->p.top_p < 1.0f)) {
+        memcpy(s->work, logits, (size_t)s->n_vocab * sizeof *s->work);
+        apply_penalties(s);
+        return draw_unsorted(s, out_token);
+    }
     int rc = prepare(s, logits);
     if (rc != COLIBRI_OK) return rc;
     if (s->n_cand == 1) {

@@ -13,9 +13,12 @@
  *   6. top-p            (smallest prefix of the descending candidates whose cumulative
  *                        probability reaches top_p; top_p >= 1: off), renormalise
  *   7. min-p            (drop candidates with p < min_p * p_max; min_p <= 0: off), renormalise
- *   8. sample           (one draw u in [0,1) from the seeded xoshiro256** generator)
- * Candidates are always ordered by descending logit, ties by ascending id, so every step is
- * deterministic. All scratch is allocated by clb_sampler_create for n_vocab entries: sampling
+ *   8. sample           (one draw u in [0,1) from the seeded xoshiro256** generator, walking
+ *                        the candidates' cumulative probability)
+ * Where a step needs an order (top-k, top-p, clb_sampler_candidates) candidates are ordered by
+ * descending logit, ties by ascending id; with neither top-k nor top-p (OpenAI's defaults) the
+ * draw walks them in vocabulary order instead, the same distribution without a sort. Either
+ * way every step is deterministic. All scratch is allocated by clb_sampler_create for n_vocab entries: sampling
  * a token never allocates.
  *
  * Usage:

@@ -264,6 +264,74 @@ static void test_frequencies(void **st) {
     assert_int_equal(c2[0] + c2[1], 0);
     assert_true(c2[3] > 39000 && c2[3] < 41000);
     clb_sampler_free(s);
+
+    /* min_p 0.6 without top-k/top-p (the draw that walks the vocabulary unsorted): p >= 0.24
+       keeps ids 2, 3 in ratio 3:4; sd ~131, bound 1000 */
+    p.top_k = 0;
+    p.min_p = 0.6f;
+    s = clb_sampler_create(&p, 4);
+    int c3[4] = {0};
+    for (int i = 0; i < 70000; i++) {
+        int32_t t;
+        clb_sampler_sample(s, logits, &t);
+        c3[t]++;
+    }
+    assert_int_equal(c3[0] + c3[1], 0);
+    assert_true(c3[3] > 39000 && c3[3] < 41000);
+    /* the same rule as the sorted path's: candidates (sorted) keep the same two */
+    const int32_t *ids;
+    const float *pr;
+    size_t n;
+    assert_int_equal(clb_sampler_candidates(s, logits, &ids, &pr, &n), COLIBRI_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(ids[0], 3);
+    assert_int_equal(ids[1], 2);
+    clb_sampler_free(s);
+}
+
+/* The unsorted draw (temperature > 0, no top-k, no top-p) on a vocabulary that is not a
+   multiple of the vector width: NaN and -inf never drawn, +inf always wins, all non-finite is
+   an error, a tiny temperature still draws the maximum, and a flat vocabulary is drawn
+   uniformly (every id, including the last ones past the vector multiple). */
+static void test_unsorted_draw(void **st) {
+    (void)st;
+    enum { NV = 1003 };
+    static float lg[NV];
+    for (int i = 0; i < NV; i++) lg[i] = (i % 3 == 0) ? NAN : (i % 3 == 1 ? -INFINITY : 0.0f);
+    clb_sampler_params p = plain();
+    clb_sampler *s = clb_sampler_create(&p, NV);
+    int32_t t;
+    for (int i = 0; i < 2000; i++) {
+        assert_int_equal(clb_sampler_sample(s, lg, &t), COLIBRI_OK);
+        assert_int_equal(t % 3, 2);
+    }
+    lg[500] = INFINITY;
+    for (int i = 0; i < 100; i++) {
+        assert_int_equal(clb_sampler_sample(s, lg, &t), COLIBRI_OK);
+        assert_int_equal(t, 500);
+    }
+    for (int i = 0; i < NV; i++) lg[i] = i % 2 ? NAN : -INFINITY;
+    assert_int_equal(clb_sampler_sample(s, lg, &t), COLIBRI_ERR_ARG);
+    clb_sampler_free(s);
+    p.temperature = 1e-30f;
+    s = clb_sampler_create(&p, NV);
+    for (int i = 0; i < NV; i++) lg[i] = (float)(i % 17);
+    lg[1001] = 17.0f;
+    for (int i = 0; i < 100; i++) {
+        assert_int_equal(clb_sampler_sample(s, lg, &t), COLIBRI_OK);
+        assert_int_equal(t, 1001);
+    }
+    clb_sampler_free(s);
+    p.temperature = 1.0f;
+    s = clb_sampler_create(&p, NV);
+    for (int i = 0; i < NV; i++) lg[i] = 3.0f;
+    static int cnt[NV];
+    for (int i = 0; i < 200 * NV; i++) {
+        assert_int_equal(clb_sampler_sample(s, lg, &t), COLIBRI_OK);
+        cnt[t]++;
+    }
+    for (int i = 0; i < NV; i++) assert_true(cnt[i] > 120 && cnt[i] < 280); /* mean 200, sd 14 */
+    clb_sampler_free(s);
 }
 
 static void test_large_vocab_topk(void **st) {
@@ -399,7 +467,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_topk_temperature), cmocka_unit_test(test_softmax_top_p),
         cmocka_unit_test(test_greedy_ties),      cmocka_unit_test(test_penalties),
-        cmocka_unit_test(test_reproducible),     cmocka_unit_test(test_frequencies),
+        cmocka_unit_test(test_reproducible),     cmocka_unit_test(test_frequencies), cmocka_unit_test(test_unsorted_draw),
         cmocka_unit_test(test_large_vocab_topk), cmocka_unit_test(test_large_vocab_order),
         cmocka_unit_test(test_bad_params),
         cmocka_unit_test(test_stop_strings),
