@@ -12,7 +12,10 @@ for t in tests/integration/*.sh; do
     if WORK="$TMPROOT/$name" sh "$t" >"$out" 2>&1; then
         pass=$((pass + 1)); echo "PASS $name"
     else
-        fail=$((fail + 1)); failed="$failed $name"; echo "FAIL $name"; sed 's/^/    /' "$out" | tail -40
+        fail=$((fail + 1)); failed="$failed $name"; echo "FAIL $name"
+        # the lines that name the failed checks (they may lie above the tail), then the tail
+        grep -n -i "fail\|error\|mismatch\|differ" "$out" | grep -v "^[0-9]*:ok\b" | head -30 | sed 's/^/    ! /'
+        sed 's/^/    /' "$out" | tail -40
     fi
 done
 rm -rf "$TMPROOT"
