@@ -7,7 +7,9 @@
 #      the distinct experts per MoE layer and step, and "in decode": the share of the round's
 #      wall time the scheduler spent inside colibri_decode (the rest is the server's own
 #      work: draws, detokenizing, bookkeeping). On a shared machine the tok/s figures swing
-#      with the load; that share does much less.
+#      with the load; that share does much less. "bound": the aggregate n streams could reach
+#      against 1 stream if a step's time were its bytes (dense weights once + the experts it
+#      ran); "of bound": the measured ratio against it.
 # usage: bench/serve.sh MODEL COLIBRI [COLIBRI2 ...]
 #   env: THREADS (2), TOKENS (128 per stream), STREAMS ("1 2 4 8"), EXTRA (more serve options),
 #        PEER (a llama-server binary, llama.cpp's or ik_llama.cpp's: after the colibri binaries
@@ -67,6 +69,10 @@ busy = d("colibri_decode_busy_seconds_total")
 print("%d %.3f %.2f %d %.0f %.2f %.1f" % (toks, last - first, (toks - n) / (last - first), steps, byts / max(steps, 1),
                                           exps / max(runs, 1), 100 * busy / (t1 - t0)))
 PY
+# the dense bytes a step reads once (attention, norms, router, output head): from a GGUF
+# header (bench/gguf_active.py), or DENSE_BYTES for other files; without it no bound is given
+DENSE=${DENSE_BYTES:-}
+case "$MODEL" in *.gguf) [ -n "$DENSE" ] || DENSE=$($PY "$(dirname "$0")/gguf_active.py" "$MODEL" --json 2>/dev/null | $PY -c 'import json,sys; print(json.load(sys.stdin)["dense_bytes"])' 2>/dev/null || true) ;; esac
 for BIN in "$@"; do
     echo "== $BIN ($MODEL, $THREADS threads)"
     bt=$("$BIN" bench -m "$MODEL" -t "$THREADS" -p 16 -n "$TOKENS" --json 2>/dev/null | $PY -c 'import json,sys; print(json.load(sys.stdin)["decode_tok_s"])')
@@ -80,10 +86,19 @@ for BIN in "$@"; do
     done
     [ -n "$port" ] || { cat "$tmp/err"; exit 1; }
     $PY "$tmp/round.py" "$port" 1 8 >/dev/null # warm-up
-    printf '%8s %10s %10s %12s %8s %18s %14s %10s\n' streams tokens wall_s "decode tok/s" steps "expert MB/step" "experts/layer" "in decode"
+    printf '%8s %10s %10s %12s %8s %18s %14s %10s %8s %10s\n' streams tokens wall_s "decode tok/s" steps "expert MB/step" "experts/layer" "in decode" bound "of bound"
+    a1=; e1=
     for n in $STREAMS; do
         set -- $($PY "$tmp/round.py" "$port" "$n" "$TOKENS")
-        printf '%8d %10d %10.3f %12.2f %8d %18.2f %14.2f %9.1f%%\n' "$n" "$1" "$2" "$3" "$4" "$(echo "$5" | awk '{print $1/1048576}')" "$6" "$7"
+        # the bandwidth bound of n streams against 1: a step reads the dense weights once plus
+        # the experts it ran, so n tokens per step cost (D + E_n) / (D + E_1) single steps
+        [ "$n" -eq 1 ] && { a1=$3; e1=$5; }
+        bnd=-; of=-
+        if [ -n "$DENSE" ] && [ -n "$a1" ]; then
+            bnd=$(awk -v n="$n" -v d="$DENSE" -v e1="$e1" -v en="$5" 'BEGIN{printf "%.3f", n * (d + e1) / (d + en)}')
+            of=$(awk -v a="$3" -v a1="$a1" -v b="$bnd" 'BEGIN{printf "%.1f%%", 100 * a / a1 / b}')
+        fi
+        printf '%8d %10d %10.3f %12.2f %8d %18.2f %14.2f %9.1f%% %8s %10s\n' "$n" "$1" "$2" "$3" "$4" "$(echo "$5" | awk '{print $1/1048576}')" "$6" "$7" "$bnd" "$of"
         [ "$n" -eq 1 ] && echo "   single stream through the server: $3 tok/s = $(awk -v a="$3" -v b="$bt" 'BEGIN{printf "%.1f", 100*a/b}')% of colibri bench"
     done
     kill -TERM $sp; wait $sp || true
