@@ -17,6 +17,7 @@
  *   FA_VR, FA_VC            value tile: query rows x vectors of one row (float-like values)
  *   FA_VRB                  query rows of a value tile of 32-value blocks
  *   FA_F16_1(h)             optional: one half -> float (exact; default clb_fp16_to_fp32)
+ *   FA_HSUM16(v, out)       optional: the 16 sums of a 4 x 4 scores tile at once (below)
  *
  * Every result element goes through one chain whatever the tile shape: a score is
  * FA_HSUM of one FMA chain over the FA_VL-wide chunks of the row, then the scalar tail added
@@ -25,6 +26,17 @@
 
 #ifndef FA_F16_1
 #define FA_F16_1(h) clb_fp16_to_fp32(h)
+#endif
+/* FA_HSUM16(v, out): optional, for a 4 x 4 score tile: out[4 * b + a] = FA_HSUM(v[4 * a + b])
+   bit for bit (the same pairs added in the same order), the 16 sums sharing their shuffles. */
+#if defined(FA_HSUM16) && FA_TQ == 4 && FA_TK == 4
+#define FA_TILE_SUMS(acc)  \
+    float tsum_[16];        \
+    FA_HSUM16(&acc[0][0], tsum_)
+#define FA_TILE_SUM(acc, a, b) tsum_[4 * (b) + (a)]
+#else
+#define FA_TILE_SUMS(acc) (void)0
+#define FA_TILE_SUM(acc, a, b) FA_HSUM(acc[a][b])
 #endif
 
 /* ---- scores: float-like keys (f32, f16, bf16) against f32 queries ---- */
@@ -59,11 +71,12 @@
                             acc[a][b] = FA_FMA(qr, kr[b], acc[a][b]);                                      \
                     }                                                                                      \
                 }                                                                                          \
+                FA_TILE_SUMS(acc);                                                                         \
                 for (int a = 0; a < FA_TQ; a++)                                                            \
                     for (int b = 0; b < FA_TK; b++) {                                                      \
                         const float *qa = (const float *)(qb + (uint64_t)(i + a) * qs);                    \
                         const KT *kr = (const KT *)(kb + (uint64_t)(j + b) * ks);                          \
-                        float v = FA_HSUM(acc[a][b]);                                                      \
+                        float v = FA_TILE_SUM(acc, a, b);                                                  \
                         for (int64_t c = dv; c < d; c++) v += qa[c] * KSCALAR(kr[c]);                      \
                         s[(int64_t)(i + a) * ss + j + b] = v;                                              \
                     }                                                                                      \

@@ -64,6 +64,22 @@ static inline float hsum512(__m512 v) {
     return _mm_cvtss_f32(h);
 }
 
+/* hsum512 of 16 vectors at once: out[4 * (n % 4) + n / 4] = hsum512(v[n]), bit for bit —
+   each level adds the lanes hsum512 adds (i + 8, i + 4, i + 2, i + 1), the shuffles that
+   line them up shared by the vectors. 30 shuffles and 15 adds instead of 16 x 7 steps. */
+static inline void hsum512_x16(const __m512 *v, float *out) {
+    __m512 t[8], u[4], w[2];
+    for (int p = 0; p < 8; p++)
+        t[p] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * p], v[2 * p + 1], 0x44),
+                             _mm512_shuffle_f32x4(v[2 * p], v[2 * p + 1], 0xEE));
+    for (int p = 0; p < 4; p++)
+        u[p] = _mm512_add_ps(_mm512_shuffle_f32x4(t[2 * p], t[2 * p + 1], 0x88),
+                             _mm512_shuffle_f32x4(t[2 * p], t[2 * p + 1], 0xDD));
+    for (int p = 0; p < 2; p++)
+        w[p] = _mm512_add_ps(_mm512_shuffle_ps(u[2 * p], u[2 * p + 1], 0x44), _mm512_shuffle_ps(u[2 * p], u[2 * p + 1], 0xEE));
+    _mm512_storeu_ps(out, _mm512_add_ps(_mm512_shuffle_ps(w[0], w[1], 0x88), _mm512_shuffle_ps(w[0], w[1], 0xDD)));
+}
+
 /* ---- the tile: Q4_0 (Q8 = 0) or Q8_0 (Q8 = 1) weights ------------------------------- */
 
 /* Q4_0 pair: bytes 2..17 twice, then 20..35 twice (each block's 16 nibble bytes in both
@@ -433,6 +449,7 @@ static inline __m512 fa_ld_q4_512(const uint8_t *qs, int g) { /* g: 0 low nibble
 #define FA_VC 4
 #define FA_VRB 8
 #define FA_F16_1(h) _cvtsh_ss(h) /* F16C: the block scale without a call */
+#define FA_HSUM16(v, out) hsum512_x16(v, out)
 #include "kernels/fa_body_impl.h"
 
 CLB_FA_SCORES_MDOT(fa_scores_q4_0_512, mdot512_q4_0)
