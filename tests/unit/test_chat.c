@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -245,12 +246,79 @@ static void test_bad_args(void **st) {
     assert_non_null(strstr(clb_last_error(), "syntax error"));
 }
 
+/* gpt-oss's harmony template as published (openai/gpt-oss-20b chat_template.jinja) against
+   Python jinja2 in transformers' environment (tools/tokfixtures/make_harmony_chat.py wrote
+   tests/fixtures/tokenizers/gpt-oss/chat.jsonl): reasoning_effort, model_identity,
+   builtin_tools, developer instructions, function tools over every schema shape the
+   template's recursive macro handles (its whitespace quirks and namespace scoping included),
+   thinking + tool_calls + tool results, the training form, and its raise_exception errors.
+   The fixture pins strftime_now to its date; the engine uses the clock, so the expected
+   "Current date:" line takes today's date (read before and after rendering: a render across
+   midnight is retried). */
+static void test_harmony_fixture(void **st) {
+    (void)st;
+    char *tpl = slurp("tests/fixtures/tokenizers/gpt-oss/chat_template.jinja");
+    char *all = slurp("tests/fixtures/tokenizers/gpt-oss/chat.jsonl");
+    assert_non_null(tpl);
+    assert_non_null(all);
+    int n_cases = 0, n_errors = 0;
+    for (char *line = all, *nl; line && *line; line = nl ? nl + 1 : NULL) {
+        nl = strchr(line, '\n');
+        if (nl) *nl = 0;
+        cJSON *c = cJSON_Parse(line);
+        assert_non_null(c);
+        const char *id = cJSON_GetObjectItem(c, "id")->valuestring;
+        bool gen = cJSON_IsTrue(cJSON_GetObjectItem(c, "add_generation_prompt"));
+        cJSON *vars = cJSON_GetObjectItem(c, "vars"), *want_j = cJSON_GetObjectItem(c, "rendered");
+        char *out = NULL, day0[32], day1[32];
+        int rc;
+        do {
+            time_t t = time(NULL);
+            struct tm tmv;
+            strftime(day0, sizeof day0, "%Y-%m-%d", localtime_r(&t, &tmv));
+            rc = clb_chat_render_ex(tpl, NULL, 0, gen, "<|startoftext|>", "<|return|>", vars, &out);
+            t = time(NULL);
+            strftime(day1, sizeof day1, "%Y-%m-%d", localtime_r(&t, &tmv));
+            if (strcmp(day0, day1)) clb_free(out), out = NULL;
+        } while (strcmp(day0, day1));
+        if (!cJSON_IsString(want_j)) { /* the template refuses: the same message */
+            const char *err = cJSON_GetObjectItem(c, "error")->valuestring;
+            if (rc == COLIBRI_OK || !strstr(clb_last_error(), err)) {
+                print_error("%s: rc %d [%s], want the error [%s]\n", id, rc, rc ? clb_last_error() : out, err);
+                fail();
+            }
+            n_errors++;
+        } else {
+            const char *w = want_j->valuestring, *d = strstr(w, "Current date: 2025-08-05");
+            assert_non_null(d);
+            size_t pre = (size_t)(d - w) + strlen("Current date: ");
+            char *want = malloc(strlen(w) + 32);
+            snprintf(want, strlen(w) + 32, "%.*s%s%s", (int)pre, w, day0, d + strlen("Current date: 2025-08-05"));
+            if (rc != COLIBRI_OK || strcmp(out, want) != 0) {
+                size_t k = 0;
+                while (out && out[k] && out[k] == want[k]) k++;
+                print_error("%s: rc %d (%s), first difference at byte %zu\n  got  [%s]\n  want [%s]\n", id, rc,
+                            rc ? clb_last_error() : "", k, out ? out + k : "", want + k);
+                fail();
+            }
+            free(want);
+        }
+        clb_free(out);
+        cJSON_Delete(c);
+        n_cases++;
+    }
+    assert_int_equal(n_cases, 13);
+    assert_int_equal(n_errors, 3);
+    free(all);
+    free(tpl);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_qwen3_fixture), cmocka_unit_test(test_qwen3_tools),
         cmocka_unit_test(test_llama2),        cmocka_unit_test(test_mistral),
         cmocka_unit_test(test_llama3_trim_filter), cmocka_unit_test(test_default_template),
-        cmocka_unit_test(test_bad_args),
+        cmocka_unit_test(test_bad_args),          cmocka_unit_test(test_harmony_fixture),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
