@@ -174,6 +174,12 @@ static void apply_penalties(clb_sampler *s) {
     }
 }
 
+/* Step 1 for both pipelines: work = logits with the penalties applied. */
+static void load_penalised(clb_sampler *s, const float *logits) {
+    memcpy(s->work, logits, (size_t)s->n_vocab * sizeof *s->work);
+    apply_penalties(s);
+}
+
 /* The sort key of a logit: ascending key = cand_before order (larger logit first; -0 and
    +0 tie, as they compare equal), and its inverse (giving +0 for both zeros). */
 static inline uint32_t cand_key(float l) {
@@ -250,8 +256,7 @@ static void heap_sift_down(clb_cand *h, size_t n, size_t i) {
 static int prepare(clb_sampler *s, const float *logits) {
     const clb_sampler_params *p = &s->p;
     size_t nv = (size_t)s->n_vocab;
-    memcpy(s->work, logits, nv * sizeof *s->work);
-    apply_penalties(s);
+    load_penalised(s, logits);
 
     /* collect the usable candidates (NaN and -inf never win; +inf is clamped) */
     size_t n = 0;
@@ -404,8 +409,7 @@ int clb_sampler_sample(clb_sampler *s, const float *logits, int32_t *out_token) 
     if (!s || !logits || !out_token)
         return clb_err(COLIBRI_ERR_ARG, "sampler: NULL argument to clb_sampler_sample");
     if (s->p.temperature > 0.0f && !(s->p.top_k > 0 && s->p.top_k < s->n_vocab) && !(s->p.top_p < 1.0f)) {
-        memcpy(s->work, logits, (size_t)s->n_vocab * sizeof *s->work);
-        apply_penalties(s);
+        load_penalised(s, logits);
         return draw_unsorted(s, out_token);
     }
     int rc = prepare(s, logits);
