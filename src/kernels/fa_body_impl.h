@@ -58,6 +58,9 @@
         for (; i + FA_TQ <= nq; i += FA_TQ) {                                                              \
             int j = 0;                                                                                     \
             for (; j + FA_TK <= nk; j += FA_TK) {                                                          \
+                if (i == 0)                                                                                \
+                    for (int b = 0; b < FA_TK; b++)                                                        \
+                        clb_fa_prefetch_row(kb + (uint64_t)(j + b + CLB_FA_AHEAD) * ks, ks);               \
                 FA_V acc[FA_TQ][FA_TK];                                                                    \
                 _Pragma("GCC unroll 16") for (int a = 0; a < FA_TQ; a++)                                   \
                 _Pragma("GCC unroll 16") for (int b = 0; b < FA_TK; b++) acc[a][b] = FA_ZERO();            \
@@ -115,6 +118,7 @@ FA_SCORES_FLOAT(fa_scores_bf16, uint16_t, FA_LD_BF16, clb_bf16_to_fp32)
                     _Pragma("GCC unroll 16") for (int u = 0; u < FA_VC; u++)                               \
                         a[r][u] = FA_LOAD(acc + (int64_t)(i + r) * as + c0 + u * FA_VL);                    \
                     for (int j = 0; j < nk; j++) {                                                         \
+                        if (i == 0 && c0 == 0) clb_fa_prefetch_row(vb + (uint64_t)(j + CLB_FA_AHEAD) * vs, vs); \
                         const VT *vj = (const VT *)(vb + (uint64_t)j * vs) + c0;                           \
                         FA_V x[FA_VC];                                                                     \
                         _Pragma("GCC unroll 16") for (int u = 0; u < FA_VC; u++) x[u] = LDV(vj + u * FA_VL); \
@@ -153,8 +157,8 @@ FA_VACC_FLOAT(fa_vacc_f32, float, FA_LOAD, FA_ID_F32)
 FA_VACC_FLOAT(fa_vacc_f16, uint16_t, FA_LD_F16, clb_fp16_to_fp32)
 FA_VACC_FLOAT(fa_vacc_bf16, uint16_t, FA_LD_BF16, clb_bf16_to_fp32)
 
-/* 32-value blocks (q8_0, q4_0): per key and block the scale p * d, then one FMA per value
-   (d * q exactly, as an integer times a float) */
+/* 32-value blocks (q8_0, q4_0): per key and block the values d * q once (exact: an 11-bit
+   scale times a small integer), then one FMA per row and value with p broadcast */
 #define FA_VACC_BLOCKS(NAME, BT, LDQ)                                                                      \
     static void FA_FN(NAME)(int64_t d, int nq, int nk, const float *p, int64_t ps, const void *vv,         \
                             uint64_t vs, float *acc, int64_t as) {                                         \
@@ -169,14 +173,15 @@ FA_VACC_FLOAT(fa_vacc_bf16, uint16_t, FA_LD_BF16, clb_bf16_to_fp32)
                 _Pragma("GCC unroll 16") for (int u = 0; u < G; u++)                                       \
                     a[r][u] = r < nr ? FA_LOAD(acc + (int64_t)(i + r) * as + b * CLB_QK + u * FA_VL) : FA_ZERO(); \
                 for (int j = 0; j < nk; j++) {                                                             \
+                    if (i == 0 && b == 0) clb_fa_prefetch_row(vb + (uint64_t)(j + CLB_FA_AHEAD) * vs, vs); \
                     const BT *blk = (const BT *)(vb + (uint64_t)j * vs) + b;                               \
-                    const float dj = FA_F16_1(blk->d);                                                     \
+                    const FA_V dj = FA_SET1(FA_F16_1(blk->d));                                             \
                     FA_V x[G];                                                                             \
-                    _Pragma("GCC unroll 16") for (int u = 0; u < G; u++) x[u] = LDQ(blk->qs, u);          \
+                    _Pragma("GCC unroll 16") for (int u = 0; u < G; u++) x[u] = FA_MUL(dj, LDQ(blk->qs, u)); \
                     _Pragma("GCC unroll 16") for (int r = 0; r < FA_VRB; r++) {                            \
                         if (r >= nr) break;                                                                \
-                        const FA_V sc = FA_SET1(p[(int64_t)(i + r) * ps + j] * dj);                        \
-                        _Pragma("GCC unroll 16") for (int u = 0; u < G; u++) a[r][u] = FA_FMA(sc, x[u], a[r][u]); \
+                        const FA_V pr = FA_SET1(p[(int64_t)(i + r) * ps + j]);                             \
+                        _Pragma("GCC unroll 16") for (int u = 0; u < G; u++) a[r][u] = FA_FMA(pr, x[u], a[r][u]); \
                     }                                                                                      \
                 }                                                                                          \
                 _Pragma("GCC unroll 16") for (int r = 0; r < FA_VRB; r++)                                  \

@@ -240,6 +240,14 @@ clb_pgemm_fn clb_kernels_rgemm(const clb_kernels *k, int dtype);
 void clb_kernels_rows(const clb_kernels *k, int dtype, int64_t cols, int64_t r0, int64_t r1, const void *w,
                       uint64_t row_bytes, int64_t packed_rows, bool interleaved, const void *xq, uint64_t xq_stride,
                       int n_tok, float *y, int64_t y_stride);
+/* Flash attention reads each cached K and V row once per step, straight from memory at long
+   context: the loops ask for the rows CLB_FA_AHEAD keys ahead (a prefetch never faults, so
+   rows past the cache's end are harmless), which the hardware prefetcher alone did not hide
+   (q8_0 scores 6.0 -> 3.6 ns per (query, key) from DRAM, AVX-512). */
+#define CLB_FA_AHEAD 8
+static inline void clb_fa_prefetch_row(const void *row, uint64_t bytes) {
+    for (uint64_t o = 0; o < bytes; o += 64) __builtin_prefetch((const uint8_t *)row + o);
+}
 /* Flash-attention scores (kernels.h fa_scores) of quantized keys through a blocked kernel
    (key rows as the weights, queries as the activations) or a table's vec_dot: the same dot
    product for every (query, key) whatever the tile. */
@@ -247,10 +255,13 @@ void clb_kernels_rows(const clb_kernels *k, int dtype, int64_t cols, int64_t r0,
     static void NAME(int64_t d, int nq, int nk, const void *q, uint64_t qs, const void *k, uint64_t ks,     \
                      float *s, int64_t ss) {                                                                \
         for (int i = 0; i < nq; i += CLB_MDOT_MAX)                                                          \
-            for (int j = 0; j < nk; j += CLB_MDOT_MAX)                                                      \
+            for (int j = 0; j < nk; j += CLB_MDOT_MAX) {                                                    \
+                for (int b = 0; b < CLB_MDOT_MAX; b++)                                                      \
+                    clb_fa_prefetch_row((const uint8_t *)k + (uint64_t)(j + b + CLB_FA_AHEAD) * ks, ks);    \
                 MDOT(d, nk - j < CLB_MDOT_MAX ? nk - j : CLB_MDOT_MAX, nq - i < CLB_MDOT_MAX ? nq - i : CLB_MDOT_MAX, \
                      (const uint8_t *)k + (uint64_t)j * ks, ks, (const uint8_t *)q + (uint64_t)i * qs, qs,   \
                      s + (int64_t)i * ss + j, ss);                                                          \
+            }                                                                                               \
     }
 #define CLB_FA_SCORES_DOT(NAME, DOT)                                                                        \
     static void NAME(int64_t d, int nq, int nk, const void *q, uint64_t qs, const void *k, uint64_t ks,     \

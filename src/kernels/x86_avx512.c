@@ -147,6 +147,15 @@ MD_INLINE void tile(int64_t nb, const int R, const int T, const uint8_t *w, uint
             }
         }
     }
+    if (R == 4 && T == 4) { /* the 16 sums reduced together: the same bits as hsum512 */
+        float sums[16];
+        hsum512_x16(&acc[0][0], sums);
+        UNROLL
+        for (int t = 0; t < 4; t++)
+            UNROLL
+            for (int r = 0; r < 4; r++) y[(int64_t)t * ys + r] = sums[4 * t + r];
+        return;
+    }
     UNROLL
     for (int r = 0; r < R; r++)
         UNROLL
@@ -453,7 +462,85 @@ static inline __m512 fa_ld_q4_512(const uint8_t *qs, int g) { /* g: 0 low nibble
 #include "kernels/fa_body_impl.h"
 
 CLB_FA_SCORES_MDOT(fa_scores_q4_0_512, mdot512_q4_0)
-CLB_FA_SCORES_MDOT(fa_scores_q8_0_512, mdot512_q8_0)
+CLB_FA_SCORES_MDOT(fa_scores_mdot_q8_0_512, mdot512_q8_0)
+
+/* Scores on Q8_0 keys: the tile above with keys as weights and queries as activations, but
+   each query's pairs prepared once per call instead of once per 4 keys, and the -128 sum w
+   correction as VPDPBUSD's starting value instead of a subtraction (the same integers, the
+   same float operations: the same bits as mdot512_q8_0). Per query, key and block pair:
+   VPDPBUSD, convert, scale product, FMA; a 4 x 4 tile's sums reduced together. */
+enum { FA8_PAIRS = 8 }; /* d <= 512 (else mdot512_q8_0) */
+
+/* QT queries x KT keys, QT * KT <= 16 accumulators */
+MD_INLINE void fa8_tile(int64_t nb, const int QT, const int KT, x_pair xp[][FA8_PAIRS], const uint8_t *k, uint64_t ks,
+                        float *s, int64_t ss) {
+    const __m512i qidx = _mm512_loadu_si512(q8_idx), wsc = SCALE_IDX(17), bias = _mm512_set1_epi8((char)0x80);
+    __m512 acc[16];
+    _Pragma("GCC unroll 16") for (int n = 0; n < QT * KT; n++) acc[n] = _mm512_setzero_ps();
+    for (int64_t blk = 0, st = 0; blk < nb; blk += 2, st++) {
+        const int single = blk + 1 == nb;
+        UNROLL
+        for (int b = 0; b < KT; b++) {
+            const uint8_t *kp = k + (uint64_t)b * ks + (uint64_t)blk * sizeof(clb_block_q8_0);
+            if (blk == 0) clb_fa_prefetch_row(kp + CLB_FA_AHEAD * ks, ks);
+            const __m512i raw = _mm512_maskz_loadu_epi8(bytes_mask(single ? PAIR_Q8 / 2 : 64), kp);
+            const __m512i hi =
+                single ? _mm512_setzero_si512() : _mm512_maskz_loadu_epi8(bytes_mask(PAIR_Q8 - 64), kp + 64);
+            const __m512i q = _mm512_permutex2var_epi8(raw, qidx, hi);
+            const __m512i ncw = _mm512_sub_epi32(_mm512_setzero_si512(), dpbusd(bias, q));
+            const __m512 dw = scale_lanes(raw, wsc);
+            _Pragma("GCC unroll 8") for (int a = 0; a < QT; a++) {
+                const __m512i p = _mm512_dpbusd_epi32(ncw, xp[a][st].q, q);
+                acc[a * KT + b] =
+                    _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(dw, xp[a][st].d), acc[a * KT + b]);
+            }
+        }
+    }
+    if (QT * KT == 16) {
+        float sums[16]; /* sums[4 (n % 4) + n / 4] = hsum512(acc[n]) */
+        hsum512_x16(acc, sums);
+        _Pragma("GCC unroll 16") for (int n = 0; n < 16; n++) s[(int64_t)(n / KT) * ss + n % KT] = sums[4 * (n % 4) + n / 4];
+        return;
+    }
+    _Pragma("GCC unroll 16") for (int n = 0; n < QT * KT; n++) s[(int64_t)(n / KT) * ss + n % KT] = hsum512(acc[n]);
+}
+
+/* queries [i, i + QT): keys in tiles of KT, then one by one */
+#define FA8_ROWS(QT, KT)                                                                                   \
+    do {                                                                                                   \
+        int j = 0;                                                                                         \
+        for (; j + (KT) <= nk; j += (KT))                                                                  \
+            fa8_tile(nb, QT, KT, xp, kb + (uint64_t)j * ks, ks, s + (int64_t)i * ss + j, ss);              \
+        for (; j < nk; j++) fa8_tile(nb, QT, 1, xp, kb + (uint64_t)j * ks, ks, s + (int64_t)i * ss + j, ss); \
+    } while (0)
+
+static void fa_scores_q8_0_512(int64_t d, int nq, int nk, const void *q, uint64_t qs, const void *k, uint64_t ks,
+                               float *s, int64_t ss) {
+    const int64_t nb = d / CLB_QK, np = (nb + 1) / 2;
+    if (np > FA8_PAIRS) {
+        fa_scores_mdot_q8_0_512(d, nq, nk, q, qs, k, ks, s, ss);
+        return;
+    }
+    const uint8_t *qb = q, *kb = k;
+    const __m512i xsc = SCALE_IDX(17), bias = _mm512_set1_epi8((char)0x80);
+    x_pair xp[8][FA8_PAIRS];
+    for (int i = 0; i < nq;) {
+        const int nr = nq - i >= 8 ? 8 : nq - i >= 4 ? 4 : nq - i;
+        for (int a = 0; a < nr; a++)
+            for (int64_t st = 0; st < np; st++) {
+                xp[a][st] = load_x(qb + (uint64_t)(i + a) * qs + (uint64_t)st * PAIR_Q8, 2 * st + 1 == nb, xsc);
+                xp[a][st].q = _mm512_xor_si512(xp[a][st].q, bias); /* x + 128 as unsigned bytes */
+            }
+        switch (nr) {
+        case 8: FA8_ROWS(8, 2); break;
+        case 4: FA8_ROWS(4, 4); break;
+        case 3: FA8_ROWS(3, 4); break;
+        case 2: FA8_ROWS(2, 4); break;
+        default: FA8_ROWS(1, 4); break;
+        }
+        i += nr;
+    }
+}
 
 void clb_kernels_fill_avx512_mdot(clb_kernels *k, clb_mdot_fn *mdot, clb_pgemm_fn *pgemm, clb_pgemm_fn *rgemm) {
     k->isa = "avx512";

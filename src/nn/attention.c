@@ -343,6 +343,17 @@ static void fa_chunk(const fa_task *t, const fa_tile *tl, int64_t c, const fa_wo
         for (int r = 0; r < M; r++) {
             float *sr = w->s + (int64_t)r * CLB_FA_TK, mx = -INFINITY;
             const int64_t from = CLB_MAX(ks, w->first[r]) - k0, to = CLB_MIN(ke, w->pos[r]) - k0;
+            if (from == 0 && to == CLB_FA_TK - 1) { /* every key seen: scale and max in 8 lanes (vectorised) */
+                float m8[8];
+                for (int u = 0; u < 8; u++) m8[u] = -INFINITY;
+                for (int64_t j = 0; j < CLB_FA_TK; j += 8)
+                    for (int u = 0; u < 8; u++) {
+                        const float v = sr[j + u] * scale;
+                        sr[j + u] = v;
+                        m8[u] = v > m8[u] ? v : m8[u];
+                    }
+                for (int u = 0; u < 8; u++) mx = m8[u] > mx ? m8[u] : mx;
+            } else
             for (int64_t j = 0; j < CLB_FA_TK; j++) {
                 if (j < from || j > to) {
                     sr[j] = -INFINITY;
