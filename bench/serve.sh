@@ -17,11 +17,13 @@
 #        /metrics differ, so only tokens, wall time and tok/s are given), PEER_ARGS (e.g. -rtr 1),
 #        TEMP (1.0: each stream samples with its own seed, so that the streams' tokens, and the
 #        experts they choose, differ; on a random-weight file greedy streams all fall into the
-#        same tokens and share every expert)
+#        same tokens and share every expert), PAIRS (1: how many times `colibri bench` and a
+#        single-stream round take turns before the table; the medians of both and their ratio
+#        are printed — on a shared machine one pair swings by 10 % either way)
 # ignore_eos: every stream generates exactly TOKENS tokens.
 set -eu
 MODEL=$1; shift
-THREADS=${THREADS:-2}; TOKENS=${TOKENS:-128}; export TEMP=${TEMP:-1.0}; STREAMS=${STREAMS:-"1 2 4 8"}; EXTRA=${EXTRA:-}
+THREADS=${THREADS:-2}; TOKENS=${TOKENS:-128}; PAIRS=${PAIRS:-1}; export TEMP=${TEMP:-1.0}; STREAMS=${STREAMS:-"1 2 4 8"}; EXTRA=${EXTRA:-}
 PY=${PYTHON:-python3}
 MAXS=1; for s in $STREAMS; do [ "$s" -gt "$MAXS" ] && MAXS=$s; done
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
@@ -75,8 +77,6 @@ DENSE=${DENSE_BYTES:-}
 case "$MODEL" in *.gguf) [ -n "$DENSE" ] || DENSE=$($PY "$(dirname "$0")/gguf_active.py" "$MODEL" --json 2>/dev/null | $PY -c 'import json,sys; print(json.load(sys.stdin)["dense_bytes"])' 2>/dev/null || true) ;; esac
 for BIN in "$@"; do
     echo "== $BIN ($MODEL, $THREADS threads)"
-    bt=$("$BIN" bench -m "$MODEL" -t "$THREADS" -p 16 -n "$TOKENS" --json 2>/dev/null | $PY -c 'import json,sys; print(json.load(sys.stdin)["decode_tok_s"])')
-    echo "colibri bench decode: $bt tok/s"
     "$BIN" serve -m "$MODEL" --port 0 -t "$THREADS" --parallel "$MAXS" --max-seq-len $((TOKENS + 64)) $EXTRA 2>"$tmp/err" &
     sp=$!
     port=
@@ -86,6 +86,19 @@ for BIN in "$@"; do
     done
     [ -n "$port" ] || { cat "$tmp/err"; exit 1; }
     $PY "$tmp/round.py" "$port" 1 8 >/dev/null # warm-up
+    # colibri bench (random ids at decode, so that routing varies as in sampled streams) and
+    # one stream through the server, taking turns; the server idles while the bench runs
+    : >"$tmp/pairs"
+    for r in $(seq 1 "$PAIRS"); do
+        b=$("$BIN" bench -m "$MODEL" -t "$THREADS" -p 16 -n "$TOKENS" --random-decode --json 2>/dev/null |
+            $PY -c 'import json,sys; print(json.load(sys.stdin)["decode_tok_s"])')
+        set -- $($PY "$tmp/round.py" "$port" 1 "$TOKENS")
+        echo "$b $3" >>"$tmp/pairs"
+        echo "pair $r: colibri bench decode $b tok/s, one stream through the server $3 tok/s"
+    done
+    bt=$($PY -c 'import statistics,sys; print(statistics.median(float(l.split()[0]) for l in open(sys.argv[1])))' "$tmp/pairs")
+    st=$($PY -c 'import statistics,sys; print(statistics.median(float(l.split()[1]) for l in open(sys.argv[1])))' "$tmp/pairs")
+    echo "medians of $PAIRS: colibri bench $bt tok/s, one stream $st tok/s = $(awk -v a="$st" -v b="$bt" 'BEGIN{printf "%.1f", 100*a/b}')% of colibri bench"
     printf '%8s %10s %10s %12s %8s %18s %14s %10s %8s %10s\n' streams tokens wall_s "decode tok/s" steps "expert MB/step" "experts/layer" "in decode" bound "of bound"
     a1=; e1=
     for n in $STREAMS; do
@@ -99,7 +112,6 @@ for BIN in "$@"; do
             of=$(awk -v a="$3" -v a1="$a1" -v b="$bnd" 'BEGIN{printf "%.1f%%", 100 * a / a1 / b}')
         fi
         printf '%8d %10d %10.3f %12.2f %8d %18.2f %14.2f %9.1f%% %8s %10s\n' "$n" "$1" "$2" "$3" "$4" "$(echo "$5" | awk '{print $1/1048576}')" "$6" "$7" "$bnd" "$of"
-        [ "$n" -eq 1 ] && echo "   single stream through the server: $3 tok/s = $(awk -v a="$3" -v b="$bt" 'BEGIN{printf "%.1f", 100*a/b}')% of colibri bench"
     done
     kill -TERM $sp; wait $sp || true
 done
