@@ -80,6 +80,14 @@ static inline void hsum512_x16(const __m512 *v, float *out) {
     _mm512_storeu_ps(out, _mm512_add_ps(_mm512_shuffle_ps(w[0], w[1], 0x88), _mm512_shuffle_ps(w[0], w[1], 0xDD)));
 }
 
+/* one Q8_0 weight pair (or a single last block) at p, never read past it: the raw bytes (for
+   scale_lanes) into *raw, the quants in weight order returned */
+MD_INLINE __m512i load_w_q8(const uint8_t *p, int single, __m512i qidx, __m512i *raw) {
+    *raw = _mm512_maskz_loadu_epi8(bytes_mask(single ? PAIR_Q8 / 2 : 64), p);
+    const __m512i hi = single ? _mm512_setzero_si512() : _mm512_maskz_loadu_epi8(bytes_mask(PAIR_Q8 - 64), p + 64);
+    return _mm512_permutex2var_epi8(*raw, qidx, hi);
+}
+
 /* ---- the tile: Q4_0 (Q8 = 0) or Q8_0 (Q8 = 1) weights ------------------------------- */
 
 /* Q4_0 pair: bytes 2..17 twice, then 20..35 twice (each block's 16 nibble bytes in both
@@ -128,10 +136,7 @@ MD_INLINE void tile(int64_t nb, const int R, const int T, const uint8_t *w, uint
             const uint8_t *wp = w + (uint64_t)r * ws + (uint64_t)b * wblock;
             __m512i q, cw, raw;
             if (Q8) {
-                raw = _mm512_maskz_loadu_epi8(bytes_mask(single ? PAIR_Q8 / 2 : 64), wp);
-                const __m512i hi =
-                    single ? _mm512_setzero_si512() : _mm512_maskz_loadu_epi8(bytes_mask(PAIR_Q8 - 64), wp + 64);
-                q = _mm512_permutex2var_epi8(raw, qidx, hi);
+                q = load_w_q8(wp, single, qidx, &raw);
                 cw = dpbusd(bias, q); /* 128 * sum w per lane */
             } else {
                 raw = _mm512_maskz_loadu_epi8(bytes_mask(single ? PAIR_Q4 / 2 : PAIR_Q4), wp);
@@ -483,10 +488,8 @@ MD_INLINE void fa8_tile(int64_t nb, const int QT, const int KT, x_pair xp[][FA8_
         for (int b = 0; b < KT; b++) {
             const uint8_t *kp = k + (uint64_t)b * ks + (uint64_t)blk * sizeof(clb_block_q8_0);
             if (blk == 0) clb_fa_prefetch_row(kp + CLB_FA_AHEAD * ks, ks);
-            const __m512i raw = _mm512_maskz_loadu_epi8(bytes_mask(single ? PAIR_Q8 / 2 : 64), kp);
-            const __m512i hi =
-                single ? _mm512_setzero_si512() : _mm512_maskz_loadu_epi8(bytes_mask(PAIR_Q8 - 64), kp + 64);
-            const __m512i q = _mm512_permutex2var_epi8(raw, qidx, hi);
+            __m512i raw;
+            const __m512i q = load_w_q8(kp, single, qidx, &raw);
             const __m512i ncw = _mm512_sub_epi32(_mm512_setzero_si512(), dpbusd(bias, q));
             const __m512 dw = scale_lanes(raw, wsc);
             _Pragma("GCC unroll 8") for (int a = 0; a < QT; a++) {
