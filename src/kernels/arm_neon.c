@@ -114,6 +114,21 @@ static inline int32x4_t round_q8(float32x4_t v) {
     return vcvtq_s32_f32(r);
 }
 
+/* FCVTN rounds to nearest even (the FPCR default), to infinity from 65520 and into
+   subnormals as clb_fp32_to_fp16 does; NaNs become sign | 0x7e00 as there. */
+static void quantize_f16(const float *src, void *dst, int64_t n) {
+    uint16_t *d = dst;
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        const float32x4_t v = vld1q_f32(src + i);
+        uint16x4_t h = vreinterpret_u16_f16(vcvt_f16_f32(v));
+        const uint16x4_t nan = vmovn_u32(vmvnq_u32(vceqq_f32(v, v)));
+        const uint16x4_t q = vorr_u16(vand_u16(h, vdup_n_u16(0x8000)), vdup_n_u16(0x7e00));
+        vst1_u16(d + i, vbsl_u16(nan, q, h));
+    }
+    for (; i < n; i++) d[i] = clb_fp32_to_fp16(src[i]);
+}
+
 static void quantize_q8_0(const float *src, void *dst, int64_t n) {
     clb_block_q8_0 *y = dst;
     for (int64_t i = 0; i < n / CLB_QK; i++, src += CLB_QK) {
@@ -262,6 +277,7 @@ void clb_kernels_fill_neon(clb_kernels *k, bool dotprod) {
     k->vec_dot[CLB_DT_BF16] = vec_dot_bf16;
     if (dotprod) fill_dot(k);
     else fill_plain(k);
+    k->quantize[CLB_DT_F16] = quantize_f16;
     k->quantize[CLB_DT_Q8_0] = quantize_q8_0;
     k->quantize[CLB_DT_Q8_K] = quantize_q8_k;
     fa_fill_neon(k);

@@ -382,6 +382,8 @@ void clb_kernels_fill_generic(clb_kernels *k) {
     k->vec_dot[CLB_DT_MXFP4] = vec_dot_mxfp4;
 
     k->quantize[CLB_DT_F32] = clb_quant_f32;
+    k->quantize[CLB_DT_F16] = clb_quant_f16; /* the KV cache's element types */
+    k->quantize[CLB_DT_BF16] = clb_quant_bf16;
     k->quantize[CLB_DT_Q8_0] = clb_quant_q8_0;
     k->quantize[CLB_DT_Q8_K] = clb_quant_q8_k;
 

@@ -396,6 +396,26 @@ static inline __m256i round_q8(__m256 v) {
     return _mm256_cvttps_epi32(t);
 }
 
+/* F16C rounds to nearest even, to infinity from 65520 and into subnormals as
+   clb_fp32_to_fp16 does; NaNs become sign | 0x7e00 as there (F16C keeps the payload). */
+static void quantize_f16(const float *src, void *dst, int64_t n) {
+    uint16_t *d = dst;
+    const __m256i abs = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 v = _mm256_loadu_ps(src + i);
+        __m128i h = _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(_mm256_castps_si256(v), abs), inf);
+        if (!_mm256_testz_si256(nan, nan)) {
+            const __m128i n16 = _mm_packs_epi32(_mm256_castsi256_si128(nan), _mm256_extracti128_si256(nan, 1));
+            const __m128i q = _mm_or_si128(_mm_and_si128(h, _mm_set1_epi16((short)0x8000)), _mm_set1_epi16(0x7e00));
+            h = _mm_blendv_epi8(h, q, n16);
+        }
+        _mm_storeu_si128((__m128i *)(d + i), h);
+    }
+    for (; i < n; i++) d[i] = clb_fp32_to_fp16(src[i]);
+}
+
 static void quantize_q8_0(const float *src, void *dst, int64_t n) {
     clb_block_q8_0 *y = dst;
     const __m256 sign = _mm256_set1_ps(-0.0f);
@@ -715,6 +735,7 @@ void clb_kernels_fill_avx2(clb_kernels *k) {
     k->vec_dot[CLB_DT_Q5_K] = vec_dot_q5_k;
     k->vec_dot[CLB_DT_Q6_K] = vec_dot_q6_k;
     k->vec_dot[CLB_DT_IQ4_XS] = vec_dot_iq4_xs;
+    k->quantize[CLB_DT_F16] = quantize_f16;
     k->quantize[CLB_DT_Q8_0] = quantize_q8_0;
     k->quantize[CLB_DT_Q8_K] = quantize_q8_k;
     fa_fill_avx2(k);

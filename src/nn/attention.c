@@ -37,7 +37,9 @@ int clb_attn_init(clb_attn *a, const clb_hparams *hp, const clb_layer *layers, c
         return clb_err(COLIBRI_ERR_ARG, "flash attention off needs f32 K and V caches (they are %s and %s)",
                        clb_dtype_name(kp->k_type), clb_dtype_name(kp->v_type));
     a->flash = ap->flash > 0 || (ap->flash == 0 && !f32);
-    int rc = clb_kv_init(&a->kv, hp, kp);
+    clb_kv_params kvp = *kp;
+    kvp.k = k; /* the rows are written with this table's quantizers */
+    int rc = clb_kv_init(&a->kv, hp, &kvp);
     if (rc) return rc;
     int64_t kdim = 0, vdim = 0;
     for (int l = 0; l < hp->n_layer; l++) {

@@ -26,6 +26,7 @@ int clb_kv_init(clb_kv_cache *c, const clb_hparams *hp, const clb_kv_params *p) 
     c->max_seq = p->max_seq;
     c->k_type = p->k_type;
     c->v_type = p->v_type;
+    c->k = p->k;
     c->layers = clb_calloc((size_t)hp->n_layer, sizeof *c->layers);
     c->lo = clb_calloc((size_t)p->n_seq * (size_t)hp->n_layer, sizeof *c->lo);
     if (!c->layers || !c->lo) return clb_err(COLIBRI_ERR_NOMEM, "out of memory");
@@ -103,18 +104,25 @@ uint64_t clb_kv_bytes_per_pos(const clb_kv_cache *c) {
 
 /* n values of x (or, with a second segment, n of x then n2 of x2 at offset at) into a row of
    `pad` elements of type `type`, zeros elsewhere */
+/* A row of n floats into the cache's format: the kernel table's quantizer (F16C, NEON) when
+   it has one for the type, the same bytes as the reference's (at decode the reference f16
+   conversion of each new K/V row was ~1 % of the step, on the evaluating thread alone). */
+static void quant_row(const clb_kv_cache *c, int type, const float *x, void *dst, int64_t n) {
+    if (type == CLB_DT_F32) memcpy(dst, x, sizeof(float) * (size_t)n);
+    else if (c->k && c->k->quantize[type]) c->k->quantize[type](x, dst, n);
+    else clb_quantize_row_ref((clb_dtype)type, x, dst, n);
+}
+
 static void store_row(clb_kv_cache *c, int type, const float *x, int64_t n, const float *x2, int64_t at, int64_t n2,
                       int64_t pad, void *dst) {
     if (n == pad && !x2) {
-        if (type == CLB_DT_F32) memcpy(dst, x, sizeof(float) * (size_t)n);
-        else clb_quantize_row_ref((clb_dtype)type, x, dst, n);
+        quant_row(c, type, x, dst, n);
         return;
     }
     memset(c->pad, 0, sizeof(float) * (size_t)pad);
     memcpy(c->pad, x, sizeof(float) * (size_t)n);
     if (x2) memcpy(c->pad + at, x2, sizeof(float) * (size_t)n2);
-    if (type == CLB_DT_F32) memcpy(dst, c->pad, sizeof(float) * (size_t)pad);
-    else clb_quantize_row_ref((clb_dtype)type, c->pad, dst, pad);
+    quant_row(c, type, c->pad, dst, pad);
 }
 
 void clb_kv_write(clb_kv_cache *c, int seq, int l, int64_t pos, const float *k, const float *v) {
@@ -164,7 +172,7 @@ static void rerotate(clb_kv_cache *c, const clb_rope *rope, int n_rot, int seq, 
             float *x = c->k_type == CLB_DT_F32 ? (float *)row : c->pad;
             if (x == c->pad) clb_dequantize_row_ref((clb_dtype)c->k_type, row, x, L->k_pad);
             clb_rope_shift(rope, x + L->rope_off, 1, n_rot, 0, -d);
-            if (x == c->pad) clb_quantize_row_ref((clb_dtype)c->k_type, x, row, L->k_pad);
+            if (x == c->pad) quant_row(c, c->k_type, x, row, L->k_pad);
         }
 }
 

@@ -49,6 +49,8 @@ typedef struct clb_kv_params {
     int n_seq, max_seq, n_batch;
     int k_type, v_type;    /* clb_dtype: F32, F16, BF16, Q8_0 or Q4_0 */
     bool mla_latent;       /* MLA layers cache the latent (else K and V decompressed per head) */
+    const struct clb_kernels *k; /* its quantizers write the rows (NULL: the reference ones;
+                                    both give the same bytes, test_kernels checks it) */
 } clb_kv_params;
 
 typedef struct clb_kv_cache {
@@ -60,6 +62,7 @@ typedef struct clb_kv_cache {
     int32_t *lo;           /* [n_seq][n_layer] */
     bool any_ring;
     float *pad;            /* [max k_pad, v_pad] scratch of the writes */
+    const struct clb_kernels *k; /* clb_kv_params.k */
 } clb_kv_cache;
 
 /* Lays out and allocates the cache (pages are touched only when written). Errors name the

@@ -217,7 +217,7 @@ static void test_axpy(void **state) {
 static void test_simd_quantize(void **state) {
     (void)state;
     const clb_kernels *g = clb_kernels_generic();
-    const clb_dtype acts[] = {CLB_DT_F32, CLB_DT_Q8_0, CLB_DT_Q8_K};
+    const clb_dtype acts[] = {CLB_DT_F32, CLB_DT_F16, CLB_DT_BF16, CLB_DT_Q8_0, CLB_DT_Q8_K};
     int checked = 0;
     for (size_t s = 0; s < sizeof(simd_isas) / sizeof(simd_isas[0]); s++) {
         const clb_kernels *k = clb_kernels_by_isa(simd_isas[s]);
@@ -246,6 +246,16 @@ static void test_simd_quantize(void **state) {
                     f[262] = 2.5f;  /* ties: half to even in Q8_K */
                     f[263] = -3.5f;
                     f[264] = 0.5f;
+                }
+                if (a == CLB_DT_F16 || a == CLB_DT_BF16) { /* the KV cache's: every rounding case */
+                    const float sp[] = {INFINITY, -INFINITY, NAN, -NAN, 65504.0f, 65519.99f, 65520.0f, -65520.0f,
+                                        1e-8f, -1e-8f, 0x1p-25f, 0x1.8p-24f, 0x1.4p-24f, 0x1p-24f, 0x1p-26f,
+                                        0x1.002p0f, 0x1.006p0f, 0x1.0011p0f, 6.1e-5f, -0.0f, 3.0e38f, 1e-40f};
+                    for (size_t j = 0; j < sizeof sp / sizeof sp[0] && 96 + (int64_t)j < n; j++) f[96 + j] = sp[j];
+                    if (n >= 160) { /* a NaN with a payload, as a float's bits */
+                        const uint32_t bits = 0x7fa01234u;
+                        memcpy(&f[150], &bits, 4);
+                    }
                 }
                 memset(q1, 0x11, rb);
                 memset(q2, 0x22, rb);
