@@ -22,7 +22,7 @@ static void attention(colibri_engine_t *e, const clb_layer *L, int l, int n) {
     for (int t = 0; t < n; t++) clb_rmsnorm(e->xn + t * E, e->x + t * E, L->attn_norm.data, E, hp->norm_eps);
     clb_attn_forward(&e->attn, L, l, e->xn, n, e->b_seq, e->b_pos, e->ffn_out);
     const float rm = hp->resid_mult > 0 ? hp->resid_mult : 1.0f;
-    for (int64_t i = 0; i < n * E; i++) e->x[i] += e->ffn_out[i] * rm;
+    clb_add_scaled(e->x, e->ffn_out, rm, n * E);
 }
 
 /* ---- feed-forward ---- */
@@ -328,7 +328,7 @@ static int moe(colibri_engine_t *e, const clb_layer *L, int l, int n) {
             const int a = e->e_asg[t * kc + s];
             const float wgt = e->sel_w[t * kc + s];
             const float *y = e->xp_on ? e->xp_recv + (int64_t)e->xp_pos[a] * E : e->xe + (int64_t)a * E;
-            for (int64_t i = 0; i < E; i++) o[i] += wgt * y[i];
+            clb_add_scaled(o, y, wgt, E);
         }
     }
     /* 6. shared expert(s): added after the routed sum */
@@ -337,7 +337,7 @@ static int moe(colibri_engine_t *e, const clb_layer *L, int l, int n) {
         const float *g = e->r_logits;
         for (int t = 0; t < n; t++) {
             const float gate = L->sh_gate_inp.data ? clb_sigmoid(g[t]) : 1.0f;
-            for (int64_t i = 0; i < E; i++) e->ffn_out[t * E + i] += gate * e->xe[t * E + i];
+            clb_add_scaled(e->ffn_out + t * E, e->xe + t * E, gate, E);
         }
     }
     return COLIBRI_OK;
@@ -354,7 +354,7 @@ static int ffn(colibri_engine_t *e, const clb_layer *L, int l, int n) {
         swiglu(e, &L->ffn_gate, &L->ffn_up, &L->ffn_down, e->xn, n, e->ffn_out);
     }
     const float rm = hp->resid_mult > 0 ? hp->resid_mult : 1.0f;
-    for (int64_t i = 0; i < n * E; i++) e->x[i] += e->ffn_out[i] * rm;
+    clb_add_scaled(e->x, e->ffn_out, rm, n * E);
     return COLIBRI_OK;
 }
 
@@ -365,10 +365,7 @@ static int ffn(colibri_engine_t *e, const clb_layer *L, int l, int n) {
    fraction of the layer's own work). layer -1: the embeddings; -2: the output head. */
 static int finite_check(const float *x, int n, int64_t w, const char *where, int layer, const int32_t *pos) {
     for (int t = 0; t < n; t++) {
-        const uint32_t *r = (const uint32_t *)(const void *)(x + (int64_t)t * w);
-        uint32_t bad = 0; /* all exponent bits set: an infinity or a NaN (vectorises) */
-        for (int64_t i = 0; i < w; i++) bad |= (r[i] & 0x7f800000u) == 0x7f800000u;
-        if (!bad) continue;
+        if (clb_all_finite(x + (int64_t)t * w, w)) continue;
         if (layer >= 0)
             return clb_err(COLIBRI_ERR_NUMERIC, "a NaN or infinity appeared in layer %d (%s) at position %d", layer,
                            where, pos[t]);

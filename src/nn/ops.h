@@ -11,6 +11,11 @@
 
 /* out[i] = x[i] / sqrt(mean(x^2) + eps) * w[i], n values (out may alias x). */
 void clb_rmsnorm(float *out, const float *x, const float *w, int64_t n, float eps);
+/* y[i] += a * x[i] (x and y do not overlap). Written in fixed blocks, which GCC vectorises
+   at -O2 where a plain loop stays scalar; elementwise, so the same bits as the plain loop. */
+void clb_add_scaled(float *restrict y, const float *restrict x, float a, int64_t n);
+/* true when none of x[0..n) is an infinity or a NaN (the same blocks, integer arithmetic) */
+bool clb_all_finite(const float *x, int64_t n);
 /* In-place softmax over n values (max-subtracted). */
 void clb_softmax(float *x, int64_t n);
 /* g[i] = silu(g[i]) * u[i] */
