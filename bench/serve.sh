@@ -19,11 +19,13 @@
 #        experts they choose, differ; on a random-weight file greedy streams all fall into the
 #        same tokens and share every expert), PAIRS (1: how many times `colibri bench` and a
 #        single-stream round take turns before the table; the medians of both and their ratio
-#        are printed — on a shared machine one pair swings by 10 % either way)
+#        are printed — on a shared machine one pair swings by 10 % either way), ROUNDS (1: how
+#        many times the rounds of all STREAMS take turns — 1, 4, 1, 4, ... — before the table,
+#        which then gives each column's median over them, the bound from those medians)
 # ignore_eos: every stream generates exactly TOKENS tokens.
 set -eu
 MODEL=$1; shift
-THREADS=${THREADS:-2}; TOKENS=${TOKENS:-128}; PAIRS=${PAIRS:-1}; export TEMP=${TEMP:-1.0}; STREAMS=${STREAMS:-"1 2 4 8"}; EXTRA=${EXTRA:-}
+THREADS=${THREADS:-2}; TOKENS=${TOKENS:-128}; PAIRS=${PAIRS:-1}; ROUNDS=${ROUNDS:-1}; export TEMP=${TEMP:-1.0}; STREAMS=${STREAMS:-"1 2 4 8"}; EXTRA=${EXTRA:-}
 PY=${PYTHON:-python3}
 MAXS=1; for s in $STREAMS; do [ "$s" -gt "$MAXS" ] && MAXS=$s; done
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
@@ -71,6 +73,19 @@ busy = d("colibri_decode_busy_seconds_total")
 print("%d %.3f %.2f %d %.0f %.2f %.1f" % (toks, last - first, (toks - n) / (last - first), steps, byts / max(steps, 1),
                                           exps / max(runs, 1), 100 * busy / (t1 - t0)))
 PY
+# ROUNDS times the rounds of every stream count in turn, into $tmp/rounds ("n fields...")
+run_rounds() {
+    : >"$tmp/rounds"
+    for r in $(seq 1 "$ROUNDS"); do
+        for n in $STREAMS; do echo "$n $($PY "$tmp/round.py" "$1" "$n" "$TOKENS")" >>"$tmp/rounds"; done
+    done
+}
+# the median of each field over the rounds of n streams
+round_medians() {
+    $PY -c 'import statistics, sys
+rows = [l.split()[1:] for l in open(sys.argv[1]) if l.split()[0] == sys.argv[2]]
+print(" ".join("%g" % statistics.median(float(r[i]) for r in rows) for i in range(len(rows[0]))))' "$tmp/rounds" "$1"
+}
 # the dense bytes a step reads once (attention, norms, router, output head): from a GGUF
 # header (bench/gguf_active.py), or DENSE_BYTES for other files; without it no bound is given
 DENSE=${DENSE_BYTES:-}
@@ -99,10 +114,11 @@ for BIN in "$@"; do
     bt=$($PY -c 'import statistics,sys; print(statistics.median(float(l.split()[0]) for l in open(sys.argv[1])))' "$tmp/pairs")
     st=$($PY -c 'import statistics,sys; print(statistics.median(float(l.split()[1]) for l in open(sys.argv[1])))' "$tmp/pairs")
     echo "medians of $PAIRS: colibri bench $bt tok/s, one stream $st tok/s = $(awk -v a="$st" -v b="$bt" 'BEGIN{printf "%.1f", 100*a/b}')% of colibri bench"
+    run_rounds "$port"
     printf '%8s %10s %10s %12s %8s %18s %14s %10s %8s %10s\n' streams tokens wall_s "decode tok/s" steps "expert MB/step" "experts/layer" "in decode" bound "of bound"
     a1=; e1=
     for n in $STREAMS; do
-        set -- $($PY "$tmp/round.py" "$port" "$n" "$TOKENS")
+        set -- $(round_medians "$n")
         # the bandwidth bound of n streams against 1: a step reads the dense weights once plus
         # the experts it ran, so n tokens per step cost (D + E_n) / (D + E_1) single steps
         [ "$n" -eq 1 ] && { a1=$3; e1=$5; }
@@ -111,7 +127,7 @@ for BIN in "$@"; do
             bnd=$(awk -v n="$n" -v d="$DENSE" -v e1="$e1" -v en="$5" 'BEGIN{printf "%.3f", n * (d + e1) / (d + en)}')
             of=$(awk -v a="$3" -v a1="$a1" -v b="$bnd" 'BEGIN{printf "%.1f%%", 100 * a / a1 / b}')
         fi
-        printf '%8d %10d %10.3f %12.2f %8d %18.2f %14.2f %9.1f%% %8s %10s\n' "$n" "$1" "$2" "$3" "$4" "$(echo "$5" | awk '{print $1/1048576}')" "$6" "$7" "$bnd" "$of"
+        printf '%8d %10.0f %10.3f %12.2f %8.0f %18.2f %14.2f %9.1f%% %8s %10s\n' "$n" "$1" "$2" "$3" "$4" "$(echo "$5" | awk '{print $1/1048576}')" "$6" "$7" "$bnd" "$of"
     done
     kill -TERM $sp; wait $sp || true
 done
@@ -127,10 +143,11 @@ if [ -n "${PEER:-}" ]; then
         kill -0 $sp 2>/dev/null || { tail -5 "$tmp/perr"; exit 1; }; sleep 0.1
     done
     $PY "$tmp/round.py" "$port" 1 8 >/dev/null # warm-up
+    run_rounds "$port"
     printf '%8s %10s %10s %12s\n' streams tokens wall_s "decode tok/s"
     for n in $STREAMS; do
-        set -- $($PY "$tmp/round.py" "$port" "$n" "$TOKENS")
-        printf '%8d %10d %10.3f %12.2f\n' "$n" "$1" "$2" "$3"
+        set -- $(round_medians "$n")
+        printf '%8d %10.0f %10.3f %12.2f\n' "$n" "$1" "$2" "$3"
     done
     kill -TERM $sp; wait $sp || true
 fi
