@@ -358,7 +358,8 @@ typedef struct colibri_batch_tok {
    chose it, whatever its sequence. The logits of the tokens with `logits` set are written in
    order, n_vocab floats each (logits_cap floats in all). A sequence's logits do not depend on
    what else shares its steps. All or nothing: on failure (a bad id, a sequence past
-   max_seq_len, a read error) no sequence advances. */
+   max_seq_len, a read error) no sequence advances (and what the logits buffer holds is
+   undefined). */
 int colibri_decode(colibri_engine_t *e, const colibri_batch_tok *toks, size_t n, float *logits, size_t logits_cap);
 
 /* Sequences the engine holds (colibri_params.n_seq), 0 for NULL. */

@@ -457,8 +457,9 @@ int colibri_decode(colibri_engine_t *e, const colibri_batch_tok *toks, size_t n,
             e->b_seq[t] = toks[i + (size_t)t].seq; /* clb_engine_batch rewrites it with the same values */
             if (toks[i + (size_t)t].logits) e->b_rows[nr++] = t;
         }
-        rc = clb_engine_batch(e, e->b_tok, e->b_seq, cnt, nr ? e->logits : NULL, e->b_rows, nr);
-        if (!rc && nr) memcpy(logits + out * V, e->logits, sizeof(float) * V * (size_t)nr);
+        /* straight into the caller's rows (checked to fit above): a copy of 4 x 152k floats
+           was 0.4 % of a 4-stream server step, on the evaluating thread alone */
+        rc = clb_engine_batch(e, e->b_tok, e->b_seq, cnt, nr ? logits + out * V : NULL, e->b_rows, nr);
         out += (size_t)nr;
     }
     if (rc) { /* all or nothing: earlier steps' KV rows stay but are beyond the positions */
