@@ -102,8 +102,6 @@ uint64_t clb_kv_bytes_per_pos(const clb_kv_cache *c) {
     return b;
 }
 
-/* n values of x (or, with a second segment, n of x then n2 of x2 at offset at) into a row of
-   `pad` elements of type `type`, zeros elsewhere */
 /* A row of n floats into the cache's format: the kernel table's quantizer (F16C, NEON) when
    it has one for the type, the same bytes as the reference's (at decode the reference f16
    conversion of each new K/V row was ~1 % of the step, on the evaluating thread alone). */
@@ -113,6 +111,8 @@ static void quant_row(const clb_kv_cache *c, int type, const float *x, void *dst
     else clb_quantize_row_ref((clb_dtype)type, x, dst, n);
 }
 
+/* n values of x (or, with a second segment, n of x then n2 of x2 at offset at) into a row of
+   `pad` elements of type `type`, zeros elsewhere */
 static void store_row(clb_kv_cache *c, int type, const float *x, int64_t n, const float *x2, int64_t at, int64_t n2,
                       int64_t pad, void *dst) {
     if (n == pad && !x2) {
