@@ -229,6 +229,14 @@ void *clb_map_anon(uint64_t bytes, bool prot_none) {
     return m;
 }
 
+void clb_advise_huge(void *p, uint64_t bytes) {
+    const clb_heap *h = clb_heap_current();
+    if (!p || !bytes || (h && h->base)) return;
+#ifdef MADV_HUGEPAGE
+    madvise(p, (size_t)bytes, MADV_HUGEPAGE);
+#endif
+}
+
 void clb_unmap(void *p, uint64_t bytes) {
     if (!p || clb_heap_free_owned(p)) return;
     clb_heap *h = clb_heap_current();

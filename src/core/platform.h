@@ -69,5 +69,9 @@ void clb_unmap(void *p, uint64_t bytes);
 /* Anonymous memory, page aligned, not touched (MAP_NORESERVE; the expert pool): from the
    installed heap's block when there is one (core/heap.h). NULL on failure; clb_unmap frees. */
 void *clb_map_anon(uint64_t bytes, bool prot_none);
+/* Asks for transparent huge pages on [p, p + bytes) of a mapping of clb_map_anon (best
+   effort; nothing when the memory is a caller's block): a first write then faults 2 MiB at a
+   time instead of 4 KiB, which matters where something other than the kernel fills the pages. */
+void clb_advise_huge(void *p, uint64_t bytes);
 
 #endif

@@ -30,6 +30,10 @@ int clb_pool_map(clb_expert_store *s) {
     if (!p)
         return clb_err(COLIBRI_ERR_NOMEM, "cannot map an expert pool of %llu bytes: %s", (unsigned long long)bytes,
                        strerror(errno));
+    /* A decoded (decrypted, decompressed) expert is written by user code, which faults a page
+       at a time; O_DIRECT reads fault the pages in inside the kernel. Huge pages make the
+       first fill of a slot cheap either way (guard mode protects slot by slot: left alone). */
+    if (!s->cfg.guard) clb_advise_huge(p, bytes);
     s->pool = p;
     s->pool_map_bytes = bytes;
     return COLIBRI_OK;
