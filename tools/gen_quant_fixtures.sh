@@ -19,7 +19,7 @@ KEEP="mixtral-Q2_K mixtral-Q3_K_M mixtral-Q4_K_S mixtral-Q5_K_M mixtral-IQ4_NL m
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$OUT"
-rm -f "$OUT/types.json" "$OUT"/*.gguf
+rm -f "$OUT/types.json" $(ls "$OUT"/*.gguf 2>/dev/null | grep -v -- -MXFP4.gguf) # the MXFP4 file is ik_llama.cpp's (README.md)
 for m in $MODELS; do
     for t in $MIXES; do
         "$Q" "tests/fixtures/$m/model-f32.gguf" "$tmp/$m-$t.gguf" "$t" 2 >"$tmp/$m-$t.log" 2>&1 ||

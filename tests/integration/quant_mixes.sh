@@ -16,6 +16,7 @@ n=0
 for g in "$Q"/*.gguf "$FX"/mixtral/model-q4_k_m.gguf "$FX"/mixtral/model-q6_k.gguf "$FX"/mixtral/model-q4_0.gguf; do
     base=$(basename "$g" .gguf)
     case $base in
+        *-MXFP4) continue ;; # ik_llama.cpp's --pure file, below
         model-*) model=mixtral; mix=$(echo "${base#model-}" | tr a-z A-Z) ;;
         *) model=${base%-*}; mix=${base##*-} ;;
     esac
@@ -24,6 +25,10 @@ for g in "$Q"/*.gguf "$FX"/mixtral/model-q4_k_m.gguf "$FX"/mixtral/model-q6_k.gg
     check "$PYTHON" "$QF" blocks "$g" "$out"
     n=$((n + 1))
 done
+# MXFP4 (not in the llama.cpp commit above): ik_llama.cpp's llama-quantize --pure writes
+# every 2-D tensor MXFP4; colibri convert --dtype mxfp4 must give the same bytes
+colibri_convert "$FX/mixtral/hf" "$WORK/mixtral-MXFP4.colibri" --dtype mxfp4 --threads 2 &&
+    check "$PYTHON" "$QF" blocks "$Q/mixtral-MXFP4.gguf" "$WORK/mixtral-MXFP4.colibri"
 [ "$n" -ge 18 ] || fail "only $n llama-quantize files compared"
 
 # thread count never changes a byte
