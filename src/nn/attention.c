@@ -159,7 +159,12 @@ void clb_attn_carve(clb_attn *a, clb_arena *ar) {
         a->jobs = clb_arena_take(ar, (size_t)hp->n_head * sizeof(clb_mm_job));
     }
     if (!a->flash) {
-        const size_t group = (size_t)(hp->n_head_kv > 0 ? CLB_MAX(hp->n_head / hp->n_head_kv, 1) : 1);
+        /* the query heads per cached K/V head, as plain_run takes them: the cache's own
+           head count per layer (1 for an MLA latent cache, whatever n_head_kv says) */
+        size_t group = 1;
+        for (int l = 0; l < a->kv.n_layer; l++)
+            if (a->kv.layers[l].n_head > 0)
+                group = CLB_MAX(group, (size_t)(hp->n_head / a->kv.layers[l].n_head));
         a->scores = clb_arena_take(ar, (size_t)a->n_threads * group * (size_t)a->max_seq * F);
         return;
     }
