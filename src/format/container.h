@@ -110,6 +110,11 @@ int clb_container_decode_seg(const clb_container *c, int ci, int seg, uint8_t *s
 /* Decodes the whole chunk ci from the file mapping into plain (its plain bytes). scratch:
    at least the largest stored segment (clb_container_max_seg). */
 int clb_container_read_chunk(const clb_container *c, int ci, uint8_t *plain, uint8_t *scratch, struct clb_codec *k);
+/* Chunk ci's stored bytes out of this process's mapping and (clean) out of the page cache,
+   which a memory cap counts too: what opening and reading brought in around it (the
+   mapping's read-around reaches read_ahead_kb past what was touched). Only for a file this
+   container mapped itself; a later access maps the bytes back in. */
+void clb_container_release_chunk(const clb_container *c, int ci);
 uint64_t clb_container_max_seg(const clb_container *c);
 /* Plain bytes of the largest segment: min(segment size, the largest chunk's plain size). */
 uint64_t clb_container_max_plain_seg(const clb_container *c);

@@ -411,15 +411,17 @@ int clb_container_read_chunk(const clb_container *c, int ci, uint8_t *plain, uin
     if (!c->encrypted && crc != ch->crc32)
         return clb_err(COLIBRI_ERR_CORRUPT, "%s: %s is corrupt (stored bytes crc32 %08x, expected %08x)",
                        c->map.path ? c->map.path : "container", chunk_what(c, ci), crc, ch->crc32);
-    /* The decoded copy replaces the stored bytes: out of this process's mapping and, clean,
-       out of the page cache, which a memory cap counts against the process too (a plain file's
-       tensors are used in place; an encoded one's would otherwise be held twice). A later read
-       maps them back in. Only for a file this container mapped itself, not a caller's memory. */
-    if (!c->map.io && c->map.fd >= 0 && ch->stored > 0) {
-        clb_release_pages(c->map.data + ch->offset, ch->stored);
-        (void)posix_fadvise(c->map.fd, (off_t)ch->offset, (off_t)ch->stored, POSIX_FADV_DONTNEED);
-    }
+    /* the decoded copy replaces the stored bytes (a plain file's tensors are used in place;
+       an encoded one's would otherwise be held twice) */
+    clb_container_release_chunk(c, ci);
     return COLIBRI_OK;
+}
+
+void clb_container_release_chunk(const clb_container *c, int ci) {
+    const clb_chunk *ch = &c->chunks[ci];
+    if (c->map.io || c->map.fd < 0 || ch->stored == 0) return;
+    clb_release_pages(c->map.data + ch->offset, ch->stored);
+    (void)posix_fadvise(c->map.fd, (off_t)ch->offset, (off_t)ch->stored, POSIX_FADV_DONTNEED);
 }
 
 /* Stored bytes: the data CRC (padding included) and each chunk's CRC; then, with the key

@@ -401,11 +401,16 @@ int clb_store_configure(clb_expert_store *s, const clb_source *src, const clb_st
                 }
             }
         /* what loading the model brought into the page cache around the dense tensors (the
-           mapping's read-around reaches read_ahead_kb into the experts next to them) goes */
+           mapping's read-around reaches read_ahead_kb into the experts next to them; an
+           encoded file's open touches the padding before every chunk) goes */
         for (int l = 0; cfg->drop_cache && l < s->n_layer; l++)
             for (int e = 0; e < s->n_expert; e++) {
                 const clb_st_expert *x = clb_st_get(s, l, e);
-                if (!x->present || x->away || x->chunk >= 0) continue;
+                if (!x->present || x->away) continue;
+                if (x->chunk >= 0) {
+                    clb_container_release_chunk(clb_source_container(src), x->chunk);
+                    continue;
+                }
                 for (int k = 0; k < 3; k++)
                     if (x->t[k].fd >= 0 && !x->t[k].io)
                         (void)posix_fadvise(x->t[k].fd, (off_t)x->t[k].file_offset, (off_t)x->t[k].size,

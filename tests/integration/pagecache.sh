@@ -8,6 +8,8 @@
 # `--direct-io dontneed` (pread + POSIX_FADV_DONTNEED, the path where O_DIRECT is refused).
 # The same run with `--buffered-io` (the old default) must leave at least half the experts
 # there: the check sees what it is meant to catch. Logits of every path are identical.
+# The same holds for the model converted to zstd-compressed and to AES-256-GCM-encrypted
+# .colibri files (container version 2), whose open reads around every chunk.
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 . "$ROOT/tests/reference/it_lib.sh"
@@ -27,7 +29,26 @@ pc --evict "$model"
 if [ "$(pc --bytes "$model")" -gt $((size / 2)) ]; then
     # tmpfs and the like: the file's pages are its storage, nothing to measure
     echo "SKIP: $model stays in memory after POSIX_FADV_DONTNEED (tmpfs?): no page cache to measure"
-    finish pagecache
+    # encoded containers: the default read path, same limit (the dense part is stored in about
+# as many bytes: random q4_0 does not compress); the budget also holds the decoders' buffers
+# (zstd's are larger), leaving a pool of about 6 experts
+"$COLIBRI" keygen "$WORK/k.key" >/dev/null 2>&1 || fail "colibri keygen failed"
+plain_model=$model
+for enc in zstd aes; do
+    model="$WORK/m-$enc.colibri"
+    case $enc in
+    zstd) "$COLIBRI" convert "$plain_model" -o "$model" --compress zstd >/dev/null 2>&1 ;;
+    aes) "$COLIBRI" convert "$plain_model" -o "$model" --encrypt --key-file "$WORK/k.key" >/dev/null 2>&1 ;;
+    esac || { fail "convert to $enc failed"; continue; }
+    s2=$(wc -c <"$model")
+    lim2=$((s2 - expert + 1048576))
+    case $enc in zstd) BUDGET=43M ;; aes) BUDGET=36M ;; esac
+    run "$enc" --key-file "$WORK/k.key" || { fail "$enc: budgeted run failed"; continue; }
+    a=$(cat "$WORK/$enc.after")
+    [ "$a" -le "$lim2" ] || fail "$enc: $a bytes of the file cached after the run, more than $lim2 (dense part + 1 MiB)"
+done
+
+finish pagecache
 fi
 
 toks=1,5,9,33,70,2,11,95,40,41,100,200,300,400
@@ -38,7 +59,7 @@ run() {
     _n=$1; shift
     pc --evict "$model"
     _b=$(pc --bytes "$model")
-    colibri_run "$WORK/$_n.ids" -m "$model" --tokens "$toks" -n 24 --threads 2 --mem-budget 28M \
+    colibri_run "$WORK/$_n.ids" -m "$model" --tokens "$toks" -n 24 --threads 2 --mem-budget "${BUDGET:-28M}" \
         --dump-logits "$WORK/$_n.logits" "$@" || return 1
     _a=$(pc --bytes "$model")
     _line=$(grep 'expert pool' "$WORK/run.err")
@@ -75,5 +96,24 @@ if [ -f "$WORK/buffered.after" ]; then
     [ "$a" -ge $((expert / 2)) ] ||
         fail "--buffered-io left only $a bytes cached (expected at least half the experts, $((expert / 2))): the measurement cannot tell the paths apart"
 fi
+
+# encoded containers: the default read path, same limit (the dense part is stored in about
+# as many bytes: random q4_0 does not compress); the budget also holds the decoders' buffers
+# (zstd's are larger), leaving a pool of about 6 experts
+"$COLIBRI" keygen "$WORK/k.key" >/dev/null 2>&1 || fail "colibri keygen failed"
+plain_model=$model
+for enc in zstd aes; do
+    model="$WORK/m-$enc.colibri"
+    case $enc in
+    zstd) "$COLIBRI" convert "$plain_model" -o "$model" --compress zstd >/dev/null 2>&1 ;;
+    aes) "$COLIBRI" convert "$plain_model" -o "$model" --encrypt --key-file "$WORK/k.key" >/dev/null 2>&1 ;;
+    esac || { fail "convert to $enc failed"; continue; }
+    s2=$(wc -c <"$model")
+    lim2=$((s2 - expert + 1048576))
+    case $enc in zstd) BUDGET=43M ;; aes) BUDGET=36M ;; esac
+    run "$enc" --key-file "$WORK/k.key" || { fail "$enc: budgeted run failed"; continue; }
+    a=$(cat "$WORK/$enc.after")
+    [ "$a" -le "$lim2" ] || fail "$enc: $a bytes of the file cached after the run, more than $lim2 (dense part + 1 MiB)"
+done
 
 finish pagecache
