@@ -4,13 +4,17 @@
 # memory cap that counts the page cache (docs/benchmarks.md, "Encoded containers"). Not run
 # in CI; needs root for the cgroup.
 #
-#   sh bench/encoded_budget.sh -k KEYFILE [-c CAP] [-b BUDGET] [-o OUTDIR] LABEL=FILE...
+#   sh bench/encoded_budget.sh -k KEYFILE [-c CAP] [-b BUDGET] [-r RATE] [-o OUTDIR] LABEL=FILE...
 #
 #   LABEL=FILE   the files to compare (e.g. plain=m.colibri zstd=mz.colibri enc=me.colibri);
 #                they take turns, one cold run each per round
 #   KEYFILE      the key of the encrypted ones (colibri keygen)
 #   CAP          cgroup memory cap, page cache included (default 1536M)
 #   BUDGET       colibri --mem-budget inside the cap (default 1400M)
+#   RATE         read bandwidth of the device holding the files, in bytes/s (e.g. 1100M),
+#                set with the blkio controller's throttle: a device's storage (eMMC, SD,
+#                a USB or NVMe SSD) on a machine whose virtual disk reads from the host's
+#                cache at several GB/s (default: no throttle)
 #
 # Environment: ROUNDS (5), NDEC (decoded tokens, 16), THREADS (2), EXTRA (more bench
 # arguments, default --direct-io). Each run is cold: every file's pages are evicted with
@@ -22,6 +26,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 CAP=1536M
 BUDGET=1400M
 KEY=""
+RATE=""
 OUT=${TMPDIR:-/tmp}/colibri-encbench
 PY=/usr/bin/python3
 COLIBRI=${COLIBRI:-$ROOT/build/x86_64/colibri}
@@ -35,6 +40,7 @@ while [ $# -gt 0 ]; do
     -k) KEY=$2; shift 2 ;;
     -c) CAP=$2; shift 2 ;;
     -b) BUDGET=$2; shift 2 ;;
+    -r) RATE=$2; shift 2 ;;
     -o) OUT=$2; shift 2 ;;
     *=*) FILES="$FILES $1"; shift ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
@@ -44,7 +50,8 @@ done
 mkdir -p "$OUT"
 cp "$COLIBRI" "$OUT/colibri" || exit 1 # private copy: other builds may relink the binary
 COLIBRI=$OUT/colibri
-CAP_B=$("$PY" -c "import sys;s=sys.argv[1];m={'K':1<<10,'M':1<<20,'G':1<<30};print(int(float(s[:-1])*m[s[-1]]) if s[-1] in m else int(s))" "$CAP")
+bytes() { "$PY" -c "import sys;s=sys.argv[1];m={'K':1<<10,'M':1<<20,'G':1<<30};print(int(float(s[:-1])*m[s[-1]]) if s[-1] in m else int(s))" "$1"; }
+CAP_B=$(bytes "$CAP")
 
 CG=""
 if [ -d /sys/fs/cgroup/memory ]; then # cgroup v1: memory.limit_in_bytes counts the page cache
@@ -57,7 +64,28 @@ elif [ -f /sys/fs/cgroup/cgroup.controllers ]; then # cgroup v2: memory.max does
     PEAK_FILE=memory.peak
 fi
 [ -n "$CG" ] || { echo "no memory cgroup available (root needed): refusing to run uncapped" >&2; exit 1; }
-echo "cap $CAP ($CAP_B bytes, page cache included, $CG), budget $BUDGET, $THREADS threads, $NDEC tokens, $EXTRA"
+
+# the whole disk under each file (the throttle takes disks, not partitions)
+disk_of() {
+    d=$("$PY" -c "import os,sys;s=os.stat(sys.argv[1]).st_dev;print('%d:%d'%(os.major(s),os.minor(s)))" "$1")
+    [ -f "/sys/dev/block/$d/partition" ] && d=$(cat "/sys/dev/block/$d/../dev")
+    echo "$d"
+}
+BG=""
+if [ -n "$RATE" ]; then
+    RATE_B=$(bytes "$RATE")
+    if [ -d /sys/fs/cgroup/blkio ]; then # cgroup v1
+        BG=/sys/fs/cgroup/blkio/colibri-encbench
+        mkdir -p "$BG" || exit 1
+        for lf in $FILES; do echo "$(disk_of "${lf#*=}") $RATE_B" >"$BG/blkio.throttle.read_bps_device" || exit 1; done
+    elif [ -f "$CG/io.max" ]; then # cgroup v2: the io controller of the same group
+        BG=$CG
+        for lf in $FILES; do echo "$(disk_of "${lf#*=}") rbps=$RATE_B" >"$BG/io.max" || exit 1; done
+    else
+        echo "no blkio/io controller to throttle reads with: -r cannot be honoured" >&2; exit 1
+    fi
+fi
+echo "cap $CAP ($CAP_B bytes, page cache included, $CG), budget $BUDGET, $THREADS threads, $NDEC tokens, $EXTRA${RATE:+, reads throttled to $RATE/s}"
 
 evict() { "$PY" -c "import os,sys;fd=os.open(sys.argv[1],os.O_RDONLY);os.posix_fadvise(fd,0,0,os.POSIX_FADV_DONTNEED)" "$1"; }
 : >"$OUT/runs.tsv"
@@ -67,7 +95,7 @@ for r in $(seq 1 "$ROUNDS"); do
         for x in $FILES; do evict "${x#*=}"; done
         [ "$PEAK_FILE" = memory.max_usage_in_bytes ] && echo 0 >"$CG/$PEAK_FILE"
         # shellcheck disable=SC2086
-        sh -c 'echo $$ > "$0/cgroup.procs"; exec "$@"' "$CG" nice "$COLIBRI" --key-file "$KEY" bench -m "$file" -p 1 \
+        sh -c 'echo $$ > "$0/cgroup.procs"; [ -z "$1" ] || echo $$ > "$1/cgroup.procs"; shift; exec "$@"' "$CG" "$BG" nice "$COLIBRI" --key-file "$KEY" bench -m "$file" -p 1 \
             -n "$NDEC" --reps 1 --threads "$THREADS" --json --random-decode --mem-budget "$BUDGET" $EXTRA \
             >"$OUT/$label.$r.json" 2>"$OUT/$label.$r.err" || { echo "$label round $r failed: $(tail -1 "$OUT/$label.$r.err")"; continue; }
         peak=$(cat "$CG/$PEAK_FILE")
@@ -81,6 +109,7 @@ EOF
     done
 done
 rmdir "$CG" 2>/dev/null
+[ -z "$BG" ] || [ "$BG" = "$CG" ] || rmdir "$BG" 2>/dev/null
 "$PY" - "$OUT/runs.tsv" <<'EOF'
 import statistics, sys
 rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
