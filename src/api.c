@@ -159,6 +159,7 @@ static void carve(colibri_engine_t *e) {
     e->sel_w = clb_arena_take(a, BK * F);
     e->e_asg = clb_arena_take(a, BK * sizeof(int));
     e->e_tok = clb_arena_take(a, BK * sizeof(int));
+    e->e_scale = clb_arena_take(a, BK * F);
     e->e_count = clb_arena_take(a, ne * sizeof(int));
     e->e_start = clb_arena_take(a, (ne + 1) * sizeof(int));
     e->e_w = clb_arena_take(a, ne * sizeof(*e->e_w));

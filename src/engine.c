@@ -251,6 +251,7 @@ static int moe(colibri_engine_t *e, const clb_layer *L, int l, int n) {
             int x = e->sel[t * kc + s], a = e->e_start[x] + e->e_count[x]++;
             e->e_tok[a] = t;
             e->e_asg[t * kc + s] = a;
+            e->e_scale[a] = e->sel_w[t * kc + s];
         }
     /* expert memory hierarchy: hints to the store (batch union, lookahead); then, with a
        pool, pass 0 takes the experts already in memory and pass 1 the rest (compute
@@ -289,7 +290,8 @@ static int moe(colibri_engine_t *e, const clb_layer *L, int l, int n) {
                                      .y = e->ff_g + a0 * ff, .y_stride = ff, .up = &w->up, .xq_up = xu,
                                      .xq_up_stride = stride_u, .y_up = e->ff_u + a0 * ff,
                                      .bias = expert_bias(&L->exp_gate_b, x), .bias_up = expert_bias(&L->exp_up_b, x),
-                                     .act = hp->ffn_act, .act_alpha = hp->act_alpha, .act_limit = hp->act_limit};
+                                     .act = hp->ffn_act, .act_alpha = hp->act_alpha, .act_limit = hp->act_limit,
+                                     .in_scale = hp->moe_weight_on_input ? e->e_scale + a0 : NULL};
     }
     if (!st) {
         /* the hidden rows' conversion for the down projections happens in the first dispatch,
@@ -326,7 +328,7 @@ static int moe(colibri_engine_t *e, const clb_layer *L, int l, int n) {
         memset(o, 0, sizeof(float) * (size_t)E);
         for (int s = 0; s < e->tok_k[t]; s++) {
             const int a = e->e_asg[t * kc + s];
-            const float wgt = e->sel_w[t * kc + s];
+            const float wgt = hp->moe_weight_on_input ? 1.0f : e->sel_w[t * kc + s]; /* else on the input */
             const float *y = e->xp_on ? e->xp_recv + (int64_t)e->xp_pos[a] * E : e->xe + (int64_t)a * E;
             clb_add_scaled(o, y, wgt, E);
         }

@@ -59,6 +59,8 @@ struct colibri_engine {
     float *sel_w;    /* [B][k_cap] their weights */
     int *e_asg;      /* [B][k_cap] assignment index of each (token, slot) */
     int *e_tok;      /* [B * k_cap] token of each assignment, grouped by expert */
+    float *e_scale;  /* [B * k_cap] routing weight of each assignment, applied to the expert's
+                        input (hp->moe_weight_on_input) */
     int *e_count;    /* [n_expert] */
     int *e_start;    /* [n_expert + 1] first assignment of each expert */
     const clb_expert_w **e_w; /* [n_expert] acquired weights */

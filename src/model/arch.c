@@ -69,6 +69,14 @@ struct clb_arch_desc {
     float theta_default;          /* rope_theta when the config omits it (0: 10000) */
     const char *rope_default;     /* rope_scaling (JSON) when the config gives none */
     bool gguf_yarn_exact;         /* GGUF files carry no truncate: the family's YaRN is untruncated */
+    /* Llama-4 */
+    bool llama4;                  /* moe_layers / interleave_moe_layer_step with dense layers of
+                                     intermediate_size_mlp, an ungated shared expert, the routing
+                                     weight on the expert input; no_rope_layers, layer_types
+                                     (chunked on the rope layers), L2 q/k norm, temperature tuning */
+    const char *hf_text_config;   /* multimodal checkpoints: the text model's keys under this key */
+    const char *hf_text_prefix;   /* ... its tensors under this prefix */
+    const char *hf_other_prefix[2]; /* ... and the other modalities' tensors (skipped) */
 };
 
 static const clb_arch_desc ARCHS[] = {
@@ -271,6 +279,25 @@ static const clb_arch_desc ARCHS[] = {
         .gguf_yarn_exact = true,
         .gguf_rename = {{"post_attention_norm.weight", "ffn_norm.weight"}},
     },
+    /* ---- Llama-4 (Scout, Maverick): the text model, alone or in Llama4ForConditionalGeneration ---- */
+    {
+        .name = "llama4",
+        .hf_arch = {"Llama4ForCausalLM", "Llama4ForConditionalGeneration"},
+        .hf_model_type = {"llama4_text", "llama4"},
+        .gguf_arch = "llama4",
+        .moe = true,
+        .key_n_expert = "num_local_experts",
+        .key_ff_exp = "intermediate_size",
+        .router_score = CLB_SCORE_SIGMOID, /* sigmoid of the top-k logits, not renormalised */
+        .hf_rope = CLB_ROPE_NORM, /* adjacent pairs (view_as_complex) */
+        .hf_rope_set = true,
+        .theta_default = 500000.0f,
+        .llama4 = true,
+        .no_gguf = true, /* llama.cpp's llama4 layout keys are not read */
+        .hf_text_config = "text_config",
+        .hf_text_prefix = "language_model.",
+        .hf_other_prefix = {"vision_model.", "multi_modal_projector."},
+    },
 };
 
 static bool str_in(const char *s, const char *const *list, int n) {
@@ -330,8 +357,17 @@ const clb_arch_desc *clb_arch_from_gguf_name(const char *gguf_arch) {
 
 const char *clb_arch_name(const clb_arch_desc *d) { return d ? d->name : "?"; }
 
+static bool has_prefix(const char *s, const char *prefix) {
+    return prefix && strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+const char *clb_arch_hf_text_name(const clb_arch_desc *d, const char *hf) {
+    return d && has_prefix(hf, d->hf_text_prefix) ? hf + strlen(d->hf_text_prefix) : hf;
+}
+
 bool clb_arch_hf_ignored(const clb_arch_desc *d, const char *hf) {
-    return d && d->hf_skip_prefix && strncmp(hf, d->hf_skip_prefix, strlen(d->hf_skip_prefix)) == 0;
+    return d && (has_prefix(hf, d->hf_skip_prefix) || has_prefix(hf, d->hf_other_prefix[0]) ||
+                 has_prefix(hf, d->hf_other_prefix[1]));
 }
 
 const char *clb_arch_gguf_rename(const clb_arch_desc *d, const char *suffix) {
@@ -675,6 +711,81 @@ static int parse_deepseek(const clb_arch_desc *d, const cJSON *c, clb_hparams *h
     return COLIBRI_OK;
 }
 
+/* Llama-4 (Llama4TextConfig.__post_init__, modeling_llama4.py): MoE on moe_layers, by
+   default every interleave_moe_layer_step-th layer from step - 1 on, the others an MLP of
+   intermediate_size_mlp; the MoE block is top-k of the router logits, sigmoid of those,
+   each expert fed x * its score, plus an ungated shared expert of intermediate_size. Rope
+   on the layers with no_rope_layers[l] = 1 (default: (l + 1) % no_rope_layer_interval != 0);
+   layer_types default to chunked attention (attention_chunk_size) on those, full on the
+   NoPE ones; use_qk_norm: L2 norm of each q/k head after rope, on the rope layers only;
+   attn_temperature_tuning (a boolean, or a number whose truth counts, as the published
+   configs give it): q scaled on the NoPE layers. Defaults are Llama4TextConfig's. */
+static int parse_llama4(const cJSON *c, clb_hparams *hp) {
+    int rc, step = 1, interval = 4, chunk = 8192;
+    bool qkn = true, temp = true;
+    const int n = hp->n_layer;
+    uint8_t rope[CLB_MAX_LAYERS], moe[CLB_MAX_LAYERS] = {0}, chunked[CLB_MAX_LAYERS];
+    if ((rc = get_int(c, "intermediate_size_mlp", 16384, false, &hp->n_ff)) ||
+        (rc = get_int(c, "interleave_moe_layer_step", 1, false, &step)) ||
+        (rc = get_int(c, "no_rope_layer_interval", 4, false, &interval)) ||
+        (rc = get_int(c, "attention_chunk_size", 8192, false, &chunk)) ||
+        (rc = get_bool(c, "use_qk_norm", true, &qkn)) ||
+        (rc = get_float(c, "floor_scale", 8192.0f, &hp->attn_temp_floor)) ||
+        (rc = get_float(c, "attn_scale", 0.1f, &hp->attn_temp_scale)))
+        return rc;
+    if (cJSON_IsNull(key(c, "attention_chunk_size"))) chunk = 0;
+    if (!key(c, "rms_norm_eps")) hp->norm_eps = 1e-5f;
+    if (!key(c, "head_dim")) hp->head_dim = hp->head_dim_v = hp->n_rot = 128;
+    const cJSON *tt = key(c, "attn_temperature_tuning");
+    if (tt && !cJSON_IsBool(tt) && !cJSON_IsNumber(tt))
+        return clb_err(COLIBRI_ERR_FORMAT, "config.json: 'attn_temperature_tuning' must be a boolean or a number");
+    if (tt) temp = cJSON_IsNumber(tt) ? tt->valuedouble != 0 : cJSON_IsTrue(tt);
+    if (step < 1 || interval < 1 || chunk < 0 || (temp && !(hp->attn_temp_floor >= 1)))
+        return clb_err(COLIBRI_ERR_FORMAT,
+                       "config.json: interleave_moe_layer_step %d / no_rope_layer_interval %d / "
+                       "attention_chunk_size %d / floor_scale %g out of range",
+                       step, interval, chunk, (double)hp->attn_temp_floor);
+    for (int l = 0; l < n; l++) rope[l] = (l + 1) % interval != 0;
+    const cJSON *nr = key(c, "no_rope_layers"), *ml = key(c, "moe_layers"), *it;
+    if (cJSON_IsArray(nr) && cJSON_GetArraySize(nr) > 0 && (rc = layout_list(c, "no_rope_layers", n, true, rope)))
+        return rc; /* an empty list means the default, as in the config class */
+    if (ml && !cJSON_IsNull(ml)) {
+        if (!cJSON_IsArray(ml)) return clb_err(COLIBRI_ERR_FORMAT, "config.json: moe_layers must be a list");
+        cJSON_ArrayForEach(it, ml) {
+            if (!cJSON_IsNumber(it) || it->valuedouble < 0 || it->valuedouble >= n ||
+                it->valuedouble != (double)(int)it->valuedouble)
+                return clb_err(COLIBRI_ERR_FORMAT, "config.json: moe_layers entry out of range 0..%d", n - 1);
+            moe[(int)it->valuedouble] = 1;
+        }
+    } else {
+        for (int l = step - 1; l < n; l += step) moe[l] = 1;
+    }
+    const cJSON *lt = key(c, "layer_types");
+    if (lt && !cJSON_IsNull(lt) && (!cJSON_IsArray(lt) || cJSON_GetArraySize(lt) != n))
+        return clb_err(COLIBRI_ERR_FORMAT, "config.json: layer_types must list the %d layers", n);
+    for (int l = 0; l < n; l++) {
+        const cJSON *t = cJSON_IsArray(lt) ? cJSON_GetArrayItem(lt, l) : NULL;
+        const char *ty = !t ? (rope[l] ? "chunked_attention" : "full_attention") : cJSON_IsString(t) ? t->valuestring : "";
+        chunked[l] = !strcmp(ty, "chunked_attention");
+        if (!chunked[l] && strcmp(ty, "full_attention"))
+            return clb_err(COLIBRI_ERR_UNSUPPORTED, "config.json: layer_types[%d] '%s' is not supported", l, ty);
+        if (chunked[l] && chunk <= 0)
+            return clb_err(COLIBRI_ERR_FORMAT, "config.json: layer %d is chunked_attention without attention_chunk_size", l);
+    }
+    if (!clb_hparams_attn_layers(hp)) return clb_err(COLIBRI_ERR_NOMEM, "out of memory");
+    for (int l = 0; l < n; l++) {
+        hp->dense_layers[l] = !moe[l];
+        hp->attn_layers[l].no_rope = !rope[l];
+        hp->attn_layers[l].chunk = chunked[l] ? chunk : 0;
+        hp->attn_layers[l].qk_l2 = qkn && rope[l];
+        hp->attn_layers[l].temp_tune = temp && !rope[l];
+    }
+    hp->n_shared_exp = 1;
+    hp->n_ff_shexp = hp->n_ff_exp;
+    hp->moe_weight_on_input = true;
+    return COLIBRI_OK;
+}
+
 clb_attn_layer clb_hparams_attn_layer(const clb_hparams *hp, int l) {
     clb_attn_layer a = {0};
     if (hp->attn_layers && l >= 0 && l < hp->n_layer) a = hp->attn_layers[l];
@@ -731,6 +842,7 @@ int clb_hparams_from_hf(const clb_arch_desc *d, const cJSON *c, clb_hparams *hp)
     int rc;
     memset(hp, 0, sizeof *hp);
     snprintf(hp->arch, sizeof hp->arch, "%s", d->name);
+    if (d->hf_text_config && cJSON_IsObject(key(c, d->hf_text_config))) c = key(c, d->hf_text_config);
     if ((rc = get_int(c, "vocab_size", 0, true, &hp->n_vocab)) ||
         (rc = get_int(c, "hidden_size", 0, true, &hp->n_embd)) ||
         (rc = get_int(c, "num_hidden_layers", 0, true, &hp->n_layer)) ||
@@ -818,6 +930,7 @@ int clb_hparams_from_hf(const clb_arch_desc *d, const cJSON *c, clb_hparams *hp)
     if (d->ds_moe && (rc = parse_glm_moe(c, hp))) return rc;
     if (d->ernie_moe && (rc = parse_ernie_moe(c, hp))) return rc;
     if (d->smallthinker && (rc = parse_smallthinker(c, hp))) return rc;
+    if (d->llama4 && (rc = parse_llama4(c, hp))) return rc;
     if (d->multipliers) {
         if ((rc = get_float(c, "embedding_multiplier", 1.0f, &hp->embd_mult)) ||
             (rc = get_float(c, "residual_multiplier", 1.0f, &hp->resid_mult)) ||
@@ -866,7 +979,8 @@ int clb_hparams_validate(const clb_hparams *hp) {
                  {"routed scaling factor", hp->routed_scale}, {"embedding multiplier", hp->embd_mult},
                  {"residual multiplier", hp->resid_mult}, {"attention multiplier", hp->attn_mult},
                  {"logits scaling", hp->logit_div}, {"moe_norm_min", hp->norm_min},
-                 {"swiglu_alpha", hp->act_alpha}, {"swiglu_limit", hp->act_limit}};
+                 {"swiglu_alpha", hp->act_alpha}, {"swiglu_limit", hp->act_limit},
+                 {"floor_scale", hp->attn_temp_floor}, {"attn_scale", hp->attn_temp_scale}};
     for (size_t i = 0; i < CLB_ARRAY_LEN(reals); i++)
         CHECK(isfinite(reals[i].v), "config: %s is %g (must be a finite number)", reals[i].name, (double)reals[i].v);
     CHECK(hp->norm_eps > 0 && hp->norm_eps < 1, "config: rms_norm_eps %g out of range (0, 1)", (double)hp->norm_eps);
@@ -939,10 +1053,16 @@ int clb_hparams_validate(const clb_hparams *hp) {
     for (int l = 0; l < hp->n_layer; l++)
         if (!clb_hparams_layer_is_moe(hp, l)) any_dense = true;
     CHECK(!any_dense || hp->n_ff > 0, "config: dense FFN layers need intermediate_size > 0");
+    CHECK(!(hp->moe_weight_on_input && hp->moe_bias), "config: the routing weight on the expert input needs bias-free experts");
     for (int l = 0; hp->attn_layers && l < hp->n_layer; l++) {
         const clb_attn_layer *a = &hp->attn_layers[l];
         CHECK(a->window >= 0 && a->chunk >= 0, "config: layer %d: negative attention window or chunk", l);
         CHECK(!(a->window && a->chunk), "config: layer %d: both a sliding window and chunked attention", l);
+        CHECK(!((a->qk_l2 || a->temp_tune) && hp->attn_kind == CLB_ATTN_MLA),
+              "config: layer %d: L2 q/k norm and temperature tuning need GQA attention", l);
+        CHECK(!a->temp_tune || (hp->attn_temp_floor >= 1 && fabsf(hp->attn_temp_scale) <= 1e3f),
+              "config: layer %d: temperature tuning needs floor_scale >= 1 and |attn_scale| <= 1000 (got %g, %g)", l,
+              (double)hp->attn_temp_floor, (double)hp->attn_temp_scale);
     }
 #undef CHECK
     return COLIBRI_OK;
@@ -993,6 +1113,8 @@ static const field FIELDS[] = {
     FI("bos_id", bos_id, false), FI("eos_id", eos_id, false),
     FB("rope_yarn_exact", rope_yarn_exact), FB("moe_bias", moe_bias),
     FF("act_alpha", act_alpha), FF("act_limit", act_limit),
+    FB("moe_weight_on_input", moe_weight_on_input), FF("attn_temp_floor", attn_temp_floor),
+    FF("attn_temp_scale", attn_temp_scale),
 };
 
 cJSON *clb_hparams_to_json(const clb_hparams *hp) {
@@ -1011,11 +1133,12 @@ cJSON *clb_hparams_to_json(const clb_hparams *hp) {
     for (int l = 0; l < hp->n_layer; l++)
         if (hp->dense_layers && hp->dense_layers[l]) cJSON_AddItemToArray(dl, cJSON_CreateNumber(l));
     /* the layers whose attention is not plain: [{"layer": L, "window": W, "chunk": C,
-       "no_rope": true, "sinks": true}, ...] (absent when every layer is plain) */
+       "no_rope": true, "sinks": true, "qk_l2": true, "temp_tune": true}, ...] (absent when
+       every layer is plain) */
     cJSON *al = NULL;
     for (int l = 0; hp->attn_layers && l < hp->n_layer; l++) {
         const clb_attn_layer *a = &hp->attn_layers[l];
-        if (!a->window && !a->chunk && !a->no_rope && !a->sinks) continue;
+        if (!a->window && !a->chunk && !a->no_rope && !a->sinks && !a->qk_l2 && !a->temp_tune) continue;
         if (!al) al = cJSON_AddArrayToObject(j, "attn_layers");
         cJSON *o = cJSON_CreateObject();
         cJSON_AddNumberToObject(o, "layer", l);
@@ -1023,6 +1146,8 @@ cJSON *clb_hparams_to_json(const clb_hparams *hp) {
         if (a->chunk) cJSON_AddNumberToObject(o, "chunk", a->chunk);
         if (a->no_rope) cJSON_AddBoolToObject(o, "no_rope", true);
         if (a->sinks) cJSON_AddBoolToObject(o, "sinks", true);
+        if (a->qk_l2) cJSON_AddBoolToObject(o, "qk_l2", true);
+        if (a->temp_tune) cJSON_AddBoolToObject(o, "temp_tune", true);
         cJSON_AddItemToArray(al, o);
     }
     return j;
@@ -1035,19 +1160,22 @@ static int attn_layers_from_json(const cJSON *al, clb_hparams *hp) {
     if (!clb_hparams_attn_layers(hp)) return clb_err(COLIBRI_ERR_NOMEM, "out of memory");
     cJSON_ArrayForEach(it, al) {
         const cJSON *l = key(it, "layer"), *w = key(it, "window"), *c = key(it, "chunk");
-        const cJSON *nr = key(it, "no_rope"), *sk = key(it, "sinks");
+        const cJSON *nr = key(it, "no_rope"), *sk = key(it, "sinks"), *l2 = key(it, "qk_l2"), *tt = key(it, "temp_tune");
         if (!cJSON_IsNumber(l) || l->valuedouble < 0 || l->valuedouble >= hp->n_layer ||
             l->valuedouble != (double)(int)l->valuedouble)
             return clb_err(COLIBRI_ERR_FORMAT, "config: attn_layers entry without a valid 'layer'");
         clb_attn_layer *a = &hp->attn_layers[(int)l->valuedouble];
         if ((w && (!cJSON_IsNumber(w) || w->valuedouble < 0 || w->valuedouble > (1 << 30))) ||
             (c && (!cJSON_IsNumber(c) || c->valuedouble < 0 || c->valuedouble > (1 << 30))) ||
-            (nr && !cJSON_IsBool(nr)) || (sk && !cJSON_IsBool(sk)))
+            (nr && !cJSON_IsBool(nr)) || (sk && !cJSON_IsBool(sk)) || (l2 && !cJSON_IsBool(l2)) ||
+            (tt && !cJSON_IsBool(tt)))
             return clb_err(COLIBRI_ERR_FORMAT, "config: attn_layers entry of layer %d is malformed", (int)l->valuedouble);
         a->window = w ? (int32_t)w->valuedouble : 0;
         a->chunk = c ? (int32_t)c->valuedouble : 0;
         a->no_rope = cJSON_IsTrue(nr);
         a->sinks = cJSON_IsTrue(sk);
+        a->qk_l2 = cJSON_IsTrue(l2);
+        a->temp_tune = cJSON_IsTrue(tt);
     }
     return COLIBRI_OK;
 }
@@ -1164,6 +1292,15 @@ static const name_map HF_NAMES[] = {
     {"model.layers.{L}.mlp.router.weight", "blk.{L}.ffn_gate_inp.weight"},
     {"model.layers.{L}.mlp.router.bias", "blk.{L}.ffn_gate_inp.bias"},
     {"model.layers.{L}.mlp.experts.down_proj_bias", "blk.{L}.ffn_down_exps.bias"},
+    /* Llama-4: feed_forward is the dense MLP or the MoE block (router, shared expert; the
+       stacked experts in clb_arch_hf_stacked) */
+    {"model.layers.{L}.feed_forward.gate_proj.weight", "blk.{L}.ffn_gate.weight"},
+    {"model.layers.{L}.feed_forward.up_proj.weight", "blk.{L}.ffn_up.weight"},
+    {"model.layers.{L}.feed_forward.down_proj.weight", "blk.{L}.ffn_down.weight"},
+    {"model.layers.{L}.feed_forward.router.weight", "blk.{L}.ffn_gate_inp.weight"},
+    {"model.layers.{L}.feed_forward.shared_expert.gate_proj.weight", "blk.{L}.ffn_gate_shexp.weight"},
+    {"model.layers.{L}.feed_forward.shared_expert.up_proj.weight", "blk.{L}.ffn_up_shexp.weight"},
+    {"model.layers.{L}.feed_forward.shared_expert.down_proj.weight", "blk.{L}.ffn_down_shexp.weight"},
 };
 
 /* Matches s against pattern p; fills L/E. */
@@ -1224,6 +1361,8 @@ int clb_arch_hf_stacked(const char *hf, int *layer) {
         {"model.layers.{L}.mlp.experts.down_proj_blocks", CLB_STACKED_DOWN_MXFP4},
         {"model.layers.{L}.mlp.experts.gate_up_proj_scales", CLB_STACKED_SCALES},
         {"model.layers.{L}.mlp.experts.down_proj_scales", CLB_STACKED_SCALES},
+        {"model.layers.{L}.feed_forward.experts.gate_up_proj", CLB_STACKED_GU_HALVES}, /* Llama-4 */
+        {"model.layers.{L}.feed_forward.experts.down_proj", CLB_STACKED_DOWN_COLS},
     };
     for (size_t i = 0; i < CLB_ARRAY_LEN(gpt_oss); i++)
         if (match(gpt_oss[i].pattern, hf, &L, &E)) {

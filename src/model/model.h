@@ -52,6 +52,11 @@ typedef struct clb_attn_layer {
     bool sinks;     /* a learned logit per head joins every softmax as an extra term with no
                        value (gpt-oss): tensor blk.L.attn_sinks.weight [n_head] f32, required
                        when set (a layer also gets sinks when the file has that tensor) */
+    bool qk_l2;     /* after rope, every head of q and k is scaled by 1 / sqrt(mean(x^2) +
+                       norm_eps), no weight (Llama-4's L2 norm on its rope layers; GQA only) */
+    bool temp_tune; /* q of the token at position p is scaled by log(floor((p + 1) /
+                       attn_temp_floor) + 1) * attn_temp_scale + 1 (Llama-4's attention
+                       temperature tuning on its NoPE layers; GQA only) */
 } clb_attn_layer;
 
 typedef struct clb_hparams {
@@ -104,6 +109,10 @@ typedef struct clb_hparams {
                                blk.L.ffn_gate_inp.bias [n_expert], blk.L.ffn_{gate,up}_exps.bias
                                [n_expert][n_ff_exp], blk.L.ffn_down_exps.bias [n_expert][n_embd] */
     float act_alpha, act_limit; /* CLB_ACT_SWIGLU_CLAMP's sigmoid gain and clamp */
+    bool moe_weight_on_input; /* a routed expert is fed x * weight (its output is not scaled):
+                                 Llama-4; the gate and up outputs are scaled instead, which is
+                                 the same for bias-free projections (refused with moe_bias) */
+    float attn_temp_floor, attn_temp_scale; /* clb_attn_layer.temp_tune (Llama-4 floor_scale, attn_scale) */
     /* scaling (granite); 0 means "not set" */
     float embd_mult, resid_mult, attn_mult, logit_div;
     int bos_id, eos_id;
@@ -160,7 +169,11 @@ const char *clb_arch_gguf_name(const clb_arch_desc *d);
 /* The canonical suffix of a tensor this family's GGUF files name differently (the part
    after "blk.L."), or NULL. */
 const char *clb_arch_gguf_rename(const clb_arch_desc *d, const char *suffix);
-/* true for an HF tensor the family's modeling code ignores on load (ERNIE's model.mtp_*). */
+/* An HF tensor name as the family's text model names it: past the text prefix of a
+   multimodal checkpoint (Llama4ForConditionalGeneration's "language_model."), else hf. */
+const char *clb_arch_hf_text_name(const clb_arch_desc *d, const char *hf);
+/* true for an HF tensor the family's modeling code ignores on load (ERNIE's model.mtp_*,
+   the vision tower of a multimodal checkpoint). */
 bool clb_arch_hf_ignored(const clb_arch_desc *d, const char *hf);
 /* Comma-separated list of supported HF architectures (for error messages / docs). */
 const char *clb_arch_supported_list(void);
@@ -199,6 +212,7 @@ bool clb_arch_map_hf_name(const clb_arch_desc *d, const char *hf, char *out, siz
 enum { CLB_STACKED_NONE = 0, CLB_STACKED_GATE_UP = 1, CLB_STACKED_DOWN = 2 };
 /* gpt-oss's experts (x @ W layout, gate and up interleaved: gate = [..., ::2], up = [..., 1::2]):
    GU_COLS gate_up_proj [n_expert][n_embd][2 * ff]; DOWN_COLS down_proj [n_expert][ff][n_embd];
+   GU_HALVES: as GU_COLS with gate = [..., :ff], up = [..., ff:] (Llama-4's chunk(2));
    GU_BIAS gate_up_proj_bias [n_expert][2 * ff]; the MXFP4 forms *_blocks [n_expert][rows][cols / 32][16]
    (rows = 2 * ff interleaved, or n_embd) with *_scales [n_expert][rows][cols / 32] (SCALES: read
    with its blocks). The source repacks them as per-expert [rows][cols] tensors. */
@@ -208,7 +222,8 @@ enum {
     CLB_STACKED_GU_BIAS = 5,
     CLB_STACKED_GU_MXFP4 = 6,
     CLB_STACKED_DOWN_MXFP4 = 7,
-    CLB_STACKED_SCALES = 8
+    CLB_STACKED_SCALES = 8,
+    CLB_STACKED_GU_HALVES = 9
 };
 int clb_arch_hf_stacked(const char *hf, int *layer);
 

@@ -128,6 +128,7 @@ static int split_stacked(clb_source *s, const clb_tensor *t, int kind, int L, in
 }
 
 /* ---- gpt-oss's stacked experts (clb_arch_hf_stacked kinds GU_* / DOWN_* / SCALES) ----
+ * (also Llama-4's: GU_HALVES, gate and up as the two halves of out, and DOWN_COLS)
  * Published as x @ W ([in][out], gate and up interleaved along out) in bf16, or as MXFP4
  * *_blocks / *_scales in [out][in] order. Each becomes per-expert [out][in] tensors in
  * source-owned buffers: float ones transposed element by element, MXFP4 ones repacked
@@ -209,7 +210,8 @@ static int split_gpt_oss(clb_source *s, const clb_hf_dir *d, const clb_tensor *t
         add_owned(s, n, name, t->dtype, ne, ff, buf + half, half, L, -1);
         return COLIBRI_OK;
     }
-    const bool gu = kind == CLB_STACKED_GU_COLS || kind == CLB_STACKED_GU_MXFP4;
+    const bool gu = kind == CLB_STACKED_GU_COLS || kind == CLB_STACKED_GU_MXFP4 || kind == CLB_STACKED_GU_HALVES;
+    const bool halves = kind == CLB_STACKED_GU_HALVES; /* gate = [..., :ff], up = [..., ff:] (Llama-4) */
     int64_t rows, cols; /* of the per-expert [out][in] tensor as stored (gate and up interleaved) */
     const clb_tensor *sc = NULL;
     int dtype, es = 0;
@@ -237,7 +239,7 @@ static int split_gpt_oss(clb_source *s, const clb_hf_dir *d, const clb_tensor *t
         dtype = t->dtype;
     }
     if (gu && rows % 2)
-        return clb_err(COLIBRI_ERR_FORMAT, "%s: tensor '%s' interleaves gate and up: needs an even width", s->path, t->name);
+        return clb_err(COLIBRI_ERR_FORMAT, "%s: tensor '%s' holds gate and up: needs an even width", s->path, t->name);
     uint64_t rb;
     if (!clb_row_bytes(dtype, cols, &rb)) return clb_err(COLIBRI_ERR_FORMAT, "%s: tensor '%s': bad width", s->path, t->name);
     const int parts = gu ? 2 : 1;
@@ -249,7 +251,8 @@ static int split_gpt_oss(clb_source *s, const clb_hf_dir *d, const clb_tensor *t
         for (int p = 0; p < parts; p++) {
             uint8_t *o = buf + ((uint64_t)e * (uint64_t)parts + (uint64_t)p) * pbytes;
             for (int64_t r = 0; r < prow; r++) {
-                const int64_t sr = r * parts + p; /* source row (interleaved: gate even, up odd) */
+                /* source row: gate even, up odd (interleaved), or the two halves */
+                const int64_t sr = halves ? p * prow + r : r * parts + p;
                 if (dtype == CLB_DT_MXFP4) {
                     const int64_t g = cols / 32;
                     repack_mxfp4_row(t->data + ((uint64_t)e * (uint64_t)rows + (uint64_t)sr) * (uint64_t)g * 16,
@@ -306,15 +309,16 @@ static int open_hf(const char *path, clb_source *s) {
     size_t cap = 0;
     for (int i = 0; i < d->n_tensors; i++) {
         int L;
-        cap += clb_arch_hf_stacked(d->tensors[i].name, &L) ? 2 * (size_t)(ne > 0 ? ne : 1) : 1;
+        cap += clb_arch_hf_stacked(clb_arch_hf_text_name(desc, d->tensors[i].name), &L) ? 2 * (size_t)(ne > 0 ? ne : 1) : 1;
     }
     s->tensors = clb_calloc(cap ? cap : 1, sizeof *s->tensors);
     if (!s->tensors) return clb_err(COLIBRI_ERR_NOMEM, "out of memory");
     int n = 0;
     for (int i = 0; i < d->n_tensors; i++) {
         const clb_tensor *t = &d->tensors[i];
+        const char *name = clb_arch_hf_text_name(desc, t->name); /* the text model's name */
         int L = -1, E = -1;
-        int stacked = clb_arch_hf_stacked(t->name, &L);
+        int stacked = clb_arch_hf_stacked(name, &L);
         if (stacked >= CLB_STACKED_GU_COLS) {
             if ((rc = split_gpt_oss(s, d, t, stacked, L, &n))) return rc;
             continue;
@@ -326,11 +330,11 @@ static int open_hf(const char *path, clb_source *s) {
         clb_src_tensor *o = &s->tensors[n];
         /* the multi-token-prediction layers after the last (num_nextn_predict_layers) */
         int ml = -1, mlen = 0;
-        if (s->hp.n_nextn > 0 && sscanf(t->name, "model.layers.%d.%n", &ml, &mlen) == 1 && mlen > 0 &&
+        if (s->hp.n_nextn > 0 && sscanf(name, "model.layers.%d.%n", &ml, &mlen) == 1 && mlen > 0 &&
             ml >= s->hp.n_layer && ml < s->hp.n_layer + s->hp.n_nextn)
             continue;
-        if (clb_arch_hf_ignored(desc, t->name)) continue;
-        if (!clb_arch_map_hf_name(desc, t->name, o->name, sizeof o->name, &L, &E)) {
+        if (clb_arch_hf_ignored(desc, name)) continue;
+        if (!clb_arch_map_hf_name(desc, name, o->name, sizeof o->name, &L, &E)) {
             /* buffers such as rotary_emb.inv_freq carry no weights */
             if (strstr(t->name, "rotary_emb.inv_freq")) continue;
             return clb_err(COLIBRI_ERR_UNSUPPORTED, "%s: tensor '%s' is not used by architecture %s", path,

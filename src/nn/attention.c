@@ -643,6 +643,22 @@ static void forward_latent(clb_attn *a, const clb_layer *L, int l, int n, const 
     clb_matmul_jobs(a->mm, a->jobs, H, NULL);
 }
 
+/* Llama-4's per-layer q/k adjustments, after rope (clb_attn_layer): the L2 norm of every
+   head of q and k (no weight), and the temperature of q at position pos. */
+static void l2_heads(float *x, int n_head, int hd, float eps) {
+    for (int h = 0; h < n_head; h++) {
+        float *v = x + (int64_t)h * hd;
+        double ss = 0;
+        for (int i = 0; i < hd; i++) ss += (double)v[i] * v[i];
+        const float s = (float)(1.0 / sqrt(ss / hd + (double)eps));
+        for (int i = 0; i < hd; i++) v[i] *= s;
+    }
+}
+
+static float temp_scale(const clb_hparams *hp, int32_t pos) {
+    return (float)log1p((double)floorf(((float)pos + 1.0f) / hp->attn_temp_floor)) * hp->attn_temp_scale + 1.0f;
+}
+
 void clb_attn_forward(clb_attn *a, const clb_layer *L, int l, const float *xn, int n, const int32_t *seq,
                       const int32_t *pos, float *y) {
     const clb_hparams *hp = a->hp;
@@ -655,6 +671,14 @@ void clb_attn_forward(clb_attn *a, const clb_layer *L, int l, const float *xn, i
     const int64_t ckv_w = hp->kv_lora_rank + hp->n_rot;
     for (int t = 0; t < n; t++) {
         if (!al.no_rope) clb_rope_apply(a->rope, a->q + t * qd, hp->n_head, hp->head_dim, hp->rope_offset, pos[t]);
+        if (al.qk_l2) {
+            l2_heads(a->q + t * qd, hp->n_head, hp->head_dim, hp->norm_eps);
+            l2_heads(a->kv_k + t * kd, hp->n_head_kv, hp->head_dim, hp->norm_eps);
+        }
+        if (al.temp_tune) {
+            const float ts = temp_scale(hp, pos[t]);
+            for (int64_t i = 0; i < qd; i++) a->q[t * qd + i] *= ts;
+        }
         if (latent) clb_kv_write(&a->kv, seq[t], l, pos[t], a->mla_ckv + t * ckv_w, NULL);
         else clb_kv_write(&a->kv, seq[t], l, pos[t], a->kv_k + t * kd, a->kv_v + t * vd);
     }

@@ -113,6 +113,13 @@ static void jobs_range(const jobs_task *t, int64_t lo, int64_t hi) {
         if (jb->bias_up) add_bias(jb->y_up, jb->y_stride, jb->n_tok, jb->bias_up, r0, r1);
         for (int i = 0; i < jb->n_tok; i++) {
             float *h = jb->y + i * jb->y_stride;
+            if (jb->in_scale) {
+                float *u = jb->y_up + i * jb->y_stride;
+                for (int64_t r = r0; r < r1; r++) {
+                    h[r] *= jb->in_scale[i];
+                    u[r] *= jb->in_scale[i];
+                }
+            }
             if (jb->act == CLB_ACT_RELU) clb_relu_mul(h + r0, jb->y_up + i * jb->y_stride + r0, r1 - r0);
             else if (jb->act == CLB_ACT_SWIGLU_CLAMP)
                 clb_swiglu_clamp(h + r0, jb->y_up + i * jb->y_stride + r0, r1 - r0, jb->act_alpha, jb->act_limit);

@@ -87,6 +87,8 @@ typedef struct clb_mm_job {
     const float *bias_up;  /* optional [up->rows]: added to y_up */
     int act;               /* gated job's activation on y: clb_ffn_act (0 = SiLU) */
     float act_alpha, act_limit;
+    const float *in_scale; /* optional [n_tok]: a gated job's y and y_up rows are multiplied by
+                              it before the activation (= scaling the input rows, bias-free) */
 } clb_mm_job;
 /* t_enter: NULL, or [pool size] times (clb_now) at which each thread began its share. */
 void clb_matmul_jobs(const clb_mm_ctx *c, const clb_mm_job *jobs, int n_jobs, double *t_enter);

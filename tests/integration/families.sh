@@ -27,7 +27,7 @@ case_() {
     colibri_convert "$dir" "$WORK/$name.colibri" --dtype f32 || return
     for m in "$WORK/$name.colibri" "$dir"; do
         colibri_run "$WORK/$name.ids" $F32KV -m "$m" --tokens "$toks" -n $NGEN --threads 2 --dump-logits "$WORK/$name.logits" || continue
-        vocab=$("$PYTHON" -c "import json,sys; print(json.load(open(sys.argv[1]))['vocab_size'])" "$dir/config.json")
+        vocab=$("$PYTHON" -c "import json,sys; c=json.load(open(sys.argv[1])); print(c.get('text_config', c)['vocab_size'])" "$dir/config.json")
         check "$PYTHON" "$REF/compare.py" logits "$WORK/$name.logits" "$WORK/$name.ref" --vocab "$vocab" \
             --max-rel-row "$TOL" --min-argmax 1 --label "$name ($(basename "$m")) vs hf_ref"
         check "$PYTHON" "$REF/compare.py" greedy "$WORK/$name.ids" "$WORK/$name.ref.ids" --label "$name greedy"
@@ -42,6 +42,22 @@ case_ smallthinker --family smallthinker --seed 36 --layers 3 --hidden 64 --head
     --experts 8 --top-k 2 --ff 32 --nope-layers 1 --swa-layers 2 --sliding-window 6 --tie 1 --vocab 192
 case_ smallthinker-sm --family smallthinker --seed 37 --layers 2 --hidden 64 --heads 4 --kv-heads 1 \
     --experts 6 --top-k 3 --ff 48 --router-softmax 1 --tie 0 --vocab 160
+# Llama-4 (HF directory only: llama.cpp's llama4 GGUF files carry neither the chunk size, the
+# NoPE layers, the temperature tuning constants nor use_qk_norm; such a file is refused):
+# MoE every interleave_moe_layer_step-th layer (dense layers of intermediate_size_mlp), top-k
+# sigmoid router whose weight scales the expert input, stacked gate_up_proj split in halves,
+# ungated shared expert; rope of adjacent pairs with L2 q/k norm after it, chunked attention
+# on the rope layers (chunk 8 of 24 tokens), NoPE layers with temperature tuning (floor_scale
+# 4). llama4-cond: the Llama4ForConditionalGeneration layout (text_config, language_model.*
+# weights, a vision tower skipped), explicit moe_layers / no_rope_layers, top-2, no q/k norm,
+# llama3 rope scaling, attn_temperature_tuning given as a number as the published configs do.
+case_ llama4 --family llama4 --seed 41 --layers 4 --hidden 64 --heads 4 --kv-heads 2 --head-dim 16 \
+    --experts 4 --top-k 1 --ff 32 --dense-ff 96 --sparse-step 2 --chunk 8 --floor-scale 4 --attn-scale 0.3 \
+    --qk-norm 1 --attention-bias 1 --vocab 192
+case_ llama4-cond --family llama4 --conditional --seed 42 --layers 4 --hidden 64 --heads 4 --kv-heads 1 \
+    --head-dim 24 --experts 5 --top-k 2 --ff 32 --dense-ff 64 --moe-layers 0,2 --nope-layers 1 --chunk 6 \
+    --floor-scale 3 --attn-scale 0.5 --temp-tuning 4 --qk-norm 0 --attention-bias 0 --vocab 160 --max-pos 512 \
+    --rope-scaling '{"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 64}'
 
 # dense Qwen2 (q/k/v biases) and Qwen3 (per-head q/k norm): derived from a generated llama
 # by renaming the architecture and adding the tensors the family has
@@ -161,6 +177,8 @@ attn_case mistral-chunk "--family mistral --seed 44 $SMALL --layer-types chunked
 attn_case qwen3moe-swa "--family qwen3_moe --seed 45 --layers 3 --hidden 64 --heads 4 --kv-heads 2 --experts 6 --top-k 2 --ff 32 --vocab 160 --sliding-window 7 --max-window-layers 1 --sinks --n-tokens 56" "--batch 8"
 attn_case qwen3moe-types "--family qwen3_moe --seed 46 --layers 3 --hidden 64 --heads 4 --kv-heads 2 --experts 6 --top-k 2 --ff 32 --vocab 160 --sliding-window 6 --layer-types sliding,full --n-tokens 48" ""
 attn_case mixtral-swa "--family mixtral --seed 47 --layers 2 --hidden 64 --heads 4 --kv-heads 2 --experts 4 --top-k 2 --ff 32 --vocab 160 --sliding-window 8 --n-tokens 48" "--batch 2"
+# Llama-4's chunked layers over 72 positions in batches of 5: the chunk's ring cache wraps
+attn_case llama4-long "--family llama4 --seed 48 --layers 4 --hidden 64 --heads 4 --kv-heads 2 --head-dim 16 --experts 4 --top-k 1 --ff 32 --dense-ff 64 --sparse-step 2 --chunk 8 --floor-scale 4 --attn-scale 0.3 --qk-norm 1 --attention-bias 0 --vocab 160 --n-tokens 72" "--batch 5"
 
 # unsupported options are refused by name
 rm -rf "$WORK/bad"; cp -r "$WORK/olmoe" "$WORK/bad"
@@ -191,5 +209,26 @@ if [ -f "$WORK/ernie45/config.json" ]; then
     sed -i 's/"use_bias": false/"use_bias": true/' "$WORK/bad/config.json"
     if "$COLIBRI" convert "$WORK/bad" -o "$WORK/bad.colibri" 2>"$WORK/err"; then fail "ernie4_5_moe: use_bias=true accepted"
     else grep -q "use_bias" "$WORK/err" || fail "ernie4_5_moe use_bias refusal does not name it: $(cat "$WORK/err")"; fi
+fi
+# Llama-4: layer types it has no mask for, and a non-numeric attn_temperature_tuning, are
+# refused by name; so is a llama4 GGUF file. refused SRC WHAT PATTERN: converting SRC fails
+# with PATTERN in the message.
+refused() {
+    if "$COLIBRI" convert "$1" -o "$WORK/bad.colibri" 2>"$WORK/err"; then fail "$2 accepted"
+    else grep -q "$3" "$WORK/err" || fail "$2: the refusal does not name it: $(cat "$WORK/err")"; fi
+}
+if [ -f "$WORK/llama4/config.json" ]; then
+    rm -rf "$WORK/bad"; cp -r "$WORK/llama4" "$WORK/bad"
+    "$PYTHON" -c "import json, sys; c = json.load(open(sys.argv[1])); \
+c['layer_types'] = ['sliding_attention'] + ['full_attention'] * (c['num_hidden_layers'] - 1); \
+json.dump(c, open(sys.argv[1], 'w'))" "$WORK/bad/config.json"
+    refused "$WORK/bad" "llama4: sliding_attention" "layer_types\[0\] 'sliding_attention'"
+    cp "$WORK/llama4/config.json" "$WORK/bad/config.json"
+    sed -i 's/"attn_temperature_tuning": true/"attn_temperature_tuning": "yes"/' "$WORK/bad/config.json"
+    refused "$WORK/bad" "llama4: a string attn_temperature_tuning" "attn_temperature_tuning"
+    "$PYTHON" -c "import sys; sys.path.insert(0, sys.argv[1]); import gguf_np as G, numpy as np; \
+G.write(sys.argv[2], [('general.architecture', G.T_STR, 'llama4')], [('token_embd.weight', np.zeros((4, 8), np.float32))])" \
+        "$REF" "$WORK/bad.gguf"
+    refused "$WORK/bad.gguf" "llama4 GGUF" "GGUF architecture 'llama4' is not supported"
 fi
 finish families

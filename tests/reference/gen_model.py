@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Generates a tiny random Hugging Face model directory (config.json with the real HF key
 names, model.safetensors with HF tensor names and [out, in] layouts) for one of:
-  llama, mixtral, qwen2_moe, qwen3_moe, olmoe, deepseek_v2, deepseek_v3, granitemoe, glm4_moe, ernie4_5_moe, smallthinker.
+  llama, mixtral, qwen2_moe, qwen3_moe, olmoe, deepseek_v2, deepseek_v3, granitemoe, glm4_moe, ernie4_5_moe, smallthinker,
+  gpt_oss, llama4 (model_type llama4_text; --conditional: the Llama4ForConditionalGeneration layout).
 
   gen_model.py --family mixtral --out DIR [--seed 1] [--dtype f32|f16|bf16] [--shards N]
                [--layers 2] [--hidden 128] [--heads 4] [--kv-heads 2] [--head-dim D]
@@ -43,7 +44,7 @@ ARCH = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "mixtral":
         "qwen3_moe": "Qwen3MoeForCausalLM", "olmoe": "OlmoeForCausalLM", "deepseek_v2": "DeepseekV2ForCausalLM",
         "deepseek_v3": "DeepseekV3ForCausalLM", "granitemoe": "GraniteMoeForCausalLM",
         "glm4_moe": "Glm4MoeForCausalLM", "ernie4_5_moe": "Ernie4_5_MoeForCausalLM",
-        "smallthinker": "SmallThinkerForCausalLM", "gpt_oss": "GptOssForCausalLM"}
+        "smallthinker": "SmallThinkerForCausalLM", "gpt_oss": "GptOssForCausalLM", "llama4": "Llama4ForCausalLM"}
 
 
 def build_config(a):
@@ -160,6 +161,8 @@ def build_config(a):
             c.pop("rope_scaling", None)
         if a.hidden % 32 or ff % 32:
             raise SystemExit("gpt_oss: hidden and ff must be multiples of 32 (MXFP4 blocks)")
+    elif f == "llama4":
+        llama4_config(a, c)
     if a.sliding_window and f in ("qwen2_moe", "qwen3_moe"):
         c.update(use_sliding_window=True, sliding_window=a.sliding_window,
                  max_window_layers=a.max_window_layers if a.max_window_layers is not None else 0)
@@ -172,6 +175,62 @@ def build_config(a):
     if a.sinks:
         c["attention_sinks"] = True  # for the reader of config.json only: the tensors carry them
     return c
+
+
+# ---- Llama-4 (Llama4TextConfig keys; the layer layout as its __post_init__ derives it) ----
+
+def llama4_config(a, c):
+    n = a.layers
+    c["model_type"] = "llama4_text"
+    c.update(intermediate_size=a.ff, intermediate_size_mlp=a.dense_ff or 2 * a.ff, num_local_experts=a.experts,
+             num_experts_per_tok=a.top_k, head_dim=a.head_dim or a.hidden // a.heads,
+             attention_bias=bool(a.attention_bias), use_qk_norm=bool(a.qk_norm),
+             interleave_moe_layer_step=a.sparse_step, no_rope_layer_interval=a.nope_interval,
+             attention_chunk_size=a.chunk or 8192, attn_temperature_tuning=a.temp_tuning,
+             floor_scale=a.floor_scale, attn_scale=a.attn_scale, router_aux_loss_coef=0.001,
+             router_jitter_noise=0.0, output_router_logits=False)
+    if a.temp_tuning in (0, 1):
+        c["attn_temperature_tuning"] = bool(a.temp_tuning)
+    if a.nope_layers is not None:  # explicit no_rope_layers (1 = rope), else derived from the interval
+        nope = [int(x) for x in a.nope_layers.split(",") if x]
+        c["no_rope_layers"] = [0 if L in nope else 1 for L in range(n)]
+    if a.moe_layers is not None:
+        c["moe_layers"] = [int(x) for x in a.moe_layers.split(",") if x]
+
+
+def llama4_moe_layers(c):
+    if c.get("moe_layers") is not None:
+        return c["moe_layers"]
+    step = c["interleave_moe_layer_step"]
+    return list(range(step - 1, c["num_hidden_layers"], step))
+
+
+def llama4_ffn_shapes(c, L, p, s, mlp):
+    h = c["hidden_size"]
+    if L not in llama4_moe_layers(c):
+        mlp(p, c["intermediate_size_mlp"])
+        return
+    E, ff = c["num_local_experts"], c["intermediate_size"]
+    s[p + "router.weight"] = ((E, h), "router")
+    s[p + "experts.gate_up_proj"] = ((E, h, 2 * ff), "xw")  # x @ W, gate = first half
+    s[p + "experts.down_proj"] = ((E, ff, h), "xw")
+    mlp(p + "shared_expert.", ff)
+
+
+def llama4_conditional(cfg, tensors, rng):
+    """The Llama4ForConditionalGeneration layout: the text config under text_config, the
+    text weights under language_model., plus a (tiny, unused) vision tower and projector."""
+    h = cfg["hidden_size"]
+    outer = {"architectures": ["Llama4ForConditionalGeneration"], "model_type": "llama4",
+             "text_config": dict(cfg, architectures=None), "tie_word_embeddings": cfg["tie_word_embeddings"],
+             "vision_config": {"model_type": "llama4_vision_model", "hidden_size": 16, "num_hidden_layers": 1},
+             "boi_token_index": 200080, "eoi_token_index": 200081, "image_token_index": 200092,
+             "transformers_version": cfg["transformers_version"]}
+    del outer["text_config"]["architectures"]
+    t = {"language_model." + k: v for k, v in tensors.items()}
+    t["vision_model.patch_embedding.linear.weight"] = rng.standard_normal((16, 48)).astype(np.float32)
+    t["multi_modal_projector.linear_1.weight"] = rng.standard_normal((h, 16)).astype(np.float32)
+    return outer, t
 
 
 def tensor_shapes(c):
@@ -219,6 +278,9 @@ def tensor_shapes(c):
                     s[a + n + "_proj.bias"] = ((rows,), "bias")
             if c.get("attention_sinks") or f == "gpt_oss":
                 s[a + "sinks"] = ((H,), "sink")
+            if f == "llama4_text" and c["attention_bias"]:  # q/k/v and o
+                for n, rows in (("q", H * hd), ("k", Hk * hd), ("v", Hk * hd), ("o", h)):
+                    s[a + n + "_proj.bias"] = ((rows,), "bias")
             if f == "glm4_moe":
                 if c["attention_bias"]:  # q/k/v only; o_proj has none
                     s[a + "q_proj.bias"] = ((H * hd,), "bias")
@@ -313,6 +375,8 @@ def tensor_shapes(c):
                 s[x + "down_proj"] = ((E, ff, h), "xw")
             s[x + "gate_up_proj_bias"] = ((E, 2 * ff), "bias")
             s[x + "down_proj_bias"] = ((E, h), "bias")
+        elif f == "llama4_text":
+            llama4_ffn_shapes(c, L, p + "feed_forward.", s, mlp)
         elif f == "granitemoe":
             E, ff = c["num_local_experts"], c["intermediate_size"]
             b = p + "block_sparse_moe."
@@ -542,6 +606,14 @@ def main(argv=None):
     ap.add_argument("--gpt-oss-rope", choices=["yarn", "default", "args"], default="yarn",
                     help="gpt_oss: the published YaRN (truncate false), the config class's default (keys "
                          "omitted), or --rope-theta / --rope-scaling / --yarn")
+    ap.add_argument("--nope-interval", type=int, default=4, help="llama4: no_rope_layer_interval")
+    ap.add_argument("--moe-layers", help="llama4: explicit moe_layers, e.g. 0,2 (else --sparse-step)")
+    ap.add_argument("--temp-tuning", type=int, default=1,
+                    help="llama4: attn_temperature_tuning (0/1 written as a boolean, other values as the number)")
+    ap.add_argument("--floor-scale", type=int, default=8192, help="llama4: floor_scale")
+    ap.add_argument("--attn-scale", type=float, default=0.1, help="llama4: attn_scale")
+    ap.add_argument("--conditional", action="store_true",
+                    help="llama4: write the Llama4ForConditionalGeneration layout (text_config, language_model.*)")
     ap.add_argument("--tokens", help="token list for the margin check (default: BOS + random)")
     ap.add_argument("--n-tokens", type=int, default=40)
     ap.add_argument("--margin", type=float, default=1e-3)
@@ -590,7 +662,11 @@ def main(argv=None):
     else:
         raise SystemExit("margins on the greedy continuation did not settle; try another --seed")
 
-    write_model(a.out, cfg, tensors, a.dtype, a.shards)
+    if a.conditional:
+        wcfg, wt = llama4_conditional(cfg, tensors, rng)
+        write_model(a.out, wcfg, wt, a.dtype, a.shards)
+    else:
+        write_model(a.out, cfg, tensors, a.dtype, a.shards)
     # re-load from disk: what the tests see
     m = hf_ref.load_model(a.out)
     logits = hf_ref.forward(m, toks)

@@ -3,7 +3,8 @@
 pass (eager attention, causal, batch 1) for the model families colibri supports:
 
   llama (also mistral / qwen2 / qwen3 dense), mixtral, qwen2_moe, qwen3_moe, olmoe,
-  deepseek_v2, deepseek_v3, granitemoe, glm4_moe, ernie4_5_moe, smallthinker (remote code modeling_smallthinker.py), gpt_oss.
+  deepseek_v2, deepseek_v3, granitemoe, glm4_moe, ernie4_5_moe, smallthinker (remote code modeling_smallthinker.py), gpt_oss,
+  llama4_text (Llama4ForCausalLM, and the text part of Llama4ForConditionalGeneration).
 
 It reads an HF directory (config.json + model.safetensors, or shards with
 model.safetensors.index.json; F32/F16/BF16) and computes raw logits for every position.
@@ -50,6 +51,8 @@ class Model:
         self.act_quant = act_quant
         if self.family == "gpt_oss":
             gpt_oss_defaults(self)
+        if self.family == "llama4_text":
+            llama4_defaults(self)
 
     def w(self, name):
         try:
@@ -95,6 +98,8 @@ def load_model(hf_dir, weights_dtype=None, expert_dtype=None, act_quant=None, lo
         cfg = json.load(f)
     tensors = safetensors_np.load_dir(hf_dir)
     tensors = {k: v.astype(F32) for k, v in tensors.items()}
+    if cfg.get("model_type") == "llama4":  # Llama4ForConditionalGeneration: its text model
+        cfg, tensors = llama4_text_part(cfg, tensors)
     return quantized_model(cfg, tensors, weights_dtype, expert_dtype, act_quant, log)
 
 
@@ -349,6 +354,8 @@ def _attn_pattern_hf(m, layer):
 
 
 def attn_standard(m, x, L, rope):
+    if m.family == "llama4_text":
+        return llama4_attn(m, x, L, rope)
     cfg = m.cfg
     p = f"model.layers.{L}.self_attn."
     H = cfg["num_attention_heads"]
@@ -672,6 +679,8 @@ def ffn(m, x, L, trace=None):
         return moe_combine(m, x, idx, w, expert)
     if fam == "gpt_oss":
         return gpt_oss_ffn(m, x, L, record)
+    if fam == "llama4_text":
+        return llama4_ffn(m, x, L, record)
     if fam == "granitemoe":
         pre = p + "block_sparse_moe."
         logits = linear(m, x, pre + "router.layer.weight")
@@ -691,7 +700,7 @@ def ffn(m, x, L, trace=None):
 
 FAMILIES = {"llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe", "olmoe",
             "deepseek_v2", "deepseek_v3", "granitemoe", "glm4_moe", "ernie4_5_moe",
-            "smallthinker", "gpt_oss"}
+            "smallthinker", "gpt_oss", "llama4_text"}
 
 
 # ----------------------------------------------------------------------------- gpt-oss
@@ -758,6 +767,106 @@ def gpt_oss_ffn(m, x, L, record):
         hh = ((up + F32(1)) * glu).astype(F32)
         return (matmul(aq(hh, dn_n), dn[e]) + dnb[e]).astype(F32)
     return moe_combine(m, x, idx, w, expert)
+
+
+# ----------------------------------------------------------------------------- Llama-4
+#
+# modeling_llama4.py / configuration_llama4.py (Llama4TextConfig.__post_init__):
+# no_rope_layers[l] = 1 rotates (default: (l + 1) % no_rope_layer_interval != 0);
+# moe_layers default range(interleave_moe_layer_step - 1, n_layers, step); layer_types
+# default "chunked_attention" on the rotating layers, else "full_attention". Attention: q/k/v
+# (and o) biases with attention_bias; rope on adjacent pairs (view_as_complex) times the
+# rope's attention_scaling; then, on rotating layers with use_qk_norm, L2 norm of each head
+# x * rsqrt(mean(x^2) + rms_norm_eps) without a weight; on NoPE layers with
+# attn_temperature_tuning, q *= log1p(floor((pos + 1) / floor_scale)) * attn_scale + 1.
+# MoE: top-k of the router logits, sigmoid of those (the others -inf -> 0), each expert fed
+# x * score (the weight on the input), gate_up_proj [E][hidden][2 ff] used as x @ W with gate
+# = first half, up = second half (chunk(2)); plus the ungated shared expert of
+# intermediate_size. Dense layers: an MLP of intermediate_size_mlp.
+
+def llama4_text_part(cfg, tensors):
+    """Llama4ForConditionalGeneration: text_config, and the language_model.* tensors
+    without that prefix (language_model.model.X -> model.X, language_model.lm_head -> lm_head);
+    the vision tower and projector are not part of the text forward pass."""
+    tc = dict(cfg["text_config"])
+    tc.setdefault("model_type", "llama4_text")
+    pre = "language_model."
+    return tc, {k[len(pre):]: v for k, v in tensors.items() if k.startswith(pre)}
+
+
+def llama4_defaults(m):
+    m.cfg = c = dict(m.cfg)
+    n = c["num_hidden_layers"]
+    if c.get("rope_theta") is None:
+        c["rope_theta"] = 500000.0
+    iv = c.get("no_rope_layer_interval", 4)
+    if not c.get("no_rope_layers"):  # None or [] -> the default (the config class's `or`)
+        c["no_rope_layers"] = [int((L + 1) % iv != 0) for L in range(n)]
+    if c.get("moe_layers") is None:
+        step = c.get("interleave_moe_layer_step", 1)
+        c["moe_layers"] = list(range(step - 1, n, step))
+    if c.get("layer_types") is None:
+        c["layer_types"] = ["chunked_attention" if r else "full_attention" for r in c["no_rope_layers"]]
+    for k, v in (("use_qk_norm", True), ("attn_temperature_tuning", True), ("floor_scale", 8192),
+                 ("attn_scale", 0.1), ("attention_chunk_size", 8192), ("intermediate_size_mlp", 16384),
+                 ("head_dim", c["hidden_size"] // c["num_attention_heads"])):
+        if k not in c:
+            c[k] = v
+
+
+def llama4_attn(m, x, L, rope):
+    cfg = m.cfg
+    p = f"model.layers.{L}.self_attn."
+    H = cfg["num_attention_heads"]
+    Hk = cfg.get("num_key_value_heads") or H
+    hd = cfg["head_dim"]
+    n = x.shape[0]
+    q = linear(m, x, p + "q_proj.weight", bias_name=p + "q_proj.bias").reshape(n, H, hd)
+    k = linear(m, x, p + "k_proj.weight", bias_name=p + "k_proj.bias").reshape(n, Hk, hd)
+    v = linear(m, x, p + "v_proj.weight", bias_name=p + "v_proj.bias").reshape(n, Hk, hd)
+    use_rope = cfg["no_rope_layers"][L]
+    if use_rope:
+        cos, sin = rope
+        q = rope_interleaved(q, cos, sin)
+        k = rope_interleaved(k, cos, sin)
+        if cfg["use_qk_norm"]:  # Llama4TextL2Norm, after the rotation
+            eps = cfg.get("rms_norm_eps", 1e-5)
+            q = rmsnorm(q, F32(1.0), eps)
+            k = rmsnorm(k, F32(1.0), eps)
+    elif cfg["attn_temperature_tuning"]:
+        pos = np.arange(n, dtype=F32)
+        sc = (np.log1p(np.floor((pos + F32(1.0)) / F32(cfg["floor_scale"])).astype(F64)).astype(F32)
+              * F32(cfg["attn_scale"]) + F32(1.0)).astype(F32)
+        q = (q * sc[:, None, None]).astype(F32)
+    chunk = cfg["attention_chunk_size"] if cfg["layer_types"][L] == "chunked_attention" else None
+    if cfg["layer_types"][L] == "chunked_attention" and not chunk:
+        raise ValueError("chunked_attention without attention_chunk_size")
+    o = attend(q, k, v, hd ** -0.5, chunk=chunk)
+    return linear(m, o, p + "o_proj.weight", bias_name=p + "o_proj.bias")
+
+
+def llama4_ffn(m, x, L, record):
+    cfg = m.cfg
+    p = f"model.layers.{L}.feed_forward."
+    if L not in cfg["moe_layers"]:
+        return mlp(m, x, p)
+    k = cfg["num_experts_per_tok"]
+    logits = linear(m, x, p + "router.weight")
+    idx = _topk(logits, k)
+    w = sigmoid(np.take_along_axis(logits, idx, axis=1).astype(F32))
+    record(idx, _margin_desc(sigmoid(logits), k))
+    gu_n, dn_n = p + "experts.gate_up_proj", p + "experts.down_proj"
+    gu, dn = m.w(gu_n), m.w(dn_n)
+    ff = gu.shape[2] // 2
+    act = act_fn(cfg)
+    out = mlp(m, x, p + "shared_expert.")
+    for e in np.unique(idx):
+        rows, slot = np.nonzero(idx == e)
+        xin = (x[rows] * w[rows, slot][:, None]).astype(F32)  # the routing weight scales the input
+        h = matmul(xin, gu[e])
+        hh = (h[:, ff:] * act(h[:, :ff])).astype(F32)
+        out[rows] = (out[rows] + matmul(hh, dn[e])).astype(F32)
+    return out
 
 
 # ----------------------------------------------------------------------------- forward
