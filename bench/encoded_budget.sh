@@ -65,25 +65,12 @@ elif [ -f /sys/fs/cgroup/cgroup.controllers ]; then # cgroup v2: memory.max does
 fi
 [ -n "$CG" ] || { echo "no memory cgroup available (root needed): refusing to run uncapped" >&2; exit 1; }
 
-# the whole disk under each file (the throttle takes disks, not partitions)
-disk_of() {
-    d=$("$PY" -c "import os,sys;s=os.stat(sys.argv[1]).st_dev;print('%d:%d'%(os.major(s),os.minor(s)))" "$1")
-    [ -f "/sys/dev/block/$d/partition" ] && d=$(cat "/sys/dev/block/$d/../dev")
-    echo "$d"
-}
-BG=""
+# shellcheck source=bench/throttle.sh
+. "$ROOT/bench/throttle.sh"
 if [ -n "$RATE" ]; then
-    RATE_B=$(bytes "$RATE")
-    if [ -d /sys/fs/cgroup/blkio ]; then # cgroup v1
-        BG=/sys/fs/cgroup/blkio/colibri-encbench
-        mkdir -p "$BG" || exit 1
-        for lf in $FILES; do echo "$(disk_of "${lf#*=}") $RATE_B" >"$BG/blkio.throttle.read_bps_device" || exit 1; done
-    elif [ -f "$CG/io.max" ]; then # cgroup v2: the io controller of the same group
-        BG=$CG
-        for lf in $FILES; do echo "$(disk_of "${lf#*=}") rbps=$RATE_B" >"$BG/io.max" || exit 1; done
-    else
-        echo "no blkio/io controller to throttle reads with: -r cannot be honoured" >&2; exit 1
-    fi
+    set --
+    for lf in $FILES; do set -- "$@" "${lf#*=}"; done
+    throttle_setup "$(bytes "$RATE")" colibri-encbench "$@" || exit 1
 fi
 echo "cap $CAP ($CAP_B bytes, page cache included, $CG), budget $BUDGET, $THREADS threads, $NDEC tokens, $EXTRA${RATE:+, reads throttled to $RATE/s}"
 
@@ -95,7 +82,7 @@ for r in $(seq 1 "$ROUNDS"); do
         for x in $FILES; do evict "${x#*=}"; done
         [ "$PEAK_FILE" = memory.max_usage_in_bytes ] && echo 0 >"$CG/$PEAK_FILE"
         # shellcheck disable=SC2086
-        sh -c 'echo $$ > "$0/cgroup.procs"; [ -z "$1" ] || echo $$ > "$1/cgroup.procs"; shift; exec "$@"' "$CG" "$BG" nice "$COLIBRI" --key-file "$KEY" bench -m "$file" -p 1 \
+        throttled sh -c 'echo $$ > "$0/cgroup.procs"; exec "$@"' "$CG" nice "$COLIBRI" --key-file "$KEY" bench -m "$file" -p 1 \
             -n "$NDEC" --reps 1 --threads "$THREADS" --json --random-decode --mem-budget "$BUDGET" $EXTRA \
             >"$OUT/$label.$r.json" 2>"$OUT/$label.$r.err" || { echo "$label round $r failed: $(tail -1 "$OUT/$label.$r.err")"; continue; }
         peak=$(cat "$CG/$PEAK_FILE")
@@ -109,7 +96,7 @@ EOF
     done
 done
 rmdir "$CG" 2>/dev/null
-[ -z "$BG" ] || [ "$BG" = "$CG" ] || rmdir "$BG" 2>/dev/null
+throttle_done
 "$PY" - "$OUT/runs.tsv" <<'EOF'
 import statistics, sys
 rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]

@@ -2,7 +2,7 @@
 # memory_budget.sh — Colibri's expert memory hierarchy on a model larger than its budget
 # (docs/MEMORY.md). Not run in CI.
 #
-#   sh bench/memory_budget.sh [-m MODEL] [-l LLAMA_BENCH] [-B OLD_COLIBRI] [-c CAP] [-b BUDGET] [-o OUTDIR] [--sweep]
+#   sh bench/memory_budget.sh [-m MODEL] [-l LLAMA_BENCH] [-B OLD_COLIBRI] [-c CAP] [-b BUDGET] [-r RATE] [-o OUTDIR] [--sweep]
 #
 #   MODEL        Mixtral-shaped q4_0 GGUF (default /tmp/mixtral-4l-q4_0.gguf; made with
 #                /usr/bin/python3 tools/gen_mixtral_gguf.py MODEL if missing)
@@ -10,6 +10,9 @@
 #   OLD_COLIBRI  an older colibri binary, run with the same options (its own defaults)
 #   CAP          cgroup memory cap, page cache included (default 1536M)
 #   BUDGET       colibri --mem-budget inside the cap (default 1400M)
+#   RATE         read bandwidth of the model's disk in bytes/s (bench/throttle.sh: a
+#                device's storage on a VM whose disk reads from the host's cache); every
+#                engine and the disk measurement run under it (default: no throttle)
 #   --sweep      also decode tok/s against the budget, 10%..100% of the model (no cap), for
 #                docs/memory_budget.svg (bench/plot_budget.py)
 #
@@ -30,6 +33,7 @@ LLAMA=""
 BEFORE=""
 CAP=1536M
 BUDGET=1400M
+RATE=""
 OUT=${TMPDIR:-/tmp}/colibri-membench
 SWEEP=0
 COLIBRI=${COLIBRI:-$ROOT/build/x86_64/colibri}
@@ -43,6 +47,7 @@ while [ $# -gt 0 ]; do
     -B) BEFORE=$2; shift 2 ;;
     -c) CAP=$2; shift 2 ;;
     -b) BUDGET=$2; shift 2 ;;
+    -r) RATE=$2; shift 2 ;;
     -o) OUT=$2; shift 2 ;;
     --sweep) SWEEP=1; shift ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
@@ -69,16 +74,22 @@ elif [ -f /sys/fs/cgroup/cgroup.controllers ]; then
     LIMIT_FILE=memory.max; PEAK_FILE=memory.peak
 fi
 [ -n "$CG" ] || echo "warning: no memory cgroup available: runs are NOT capped" >&2
+# shellcheck source=bench/throttle.sh
+. "$ROOT/bench/throttle.sh"
+if [ -n "$RATE" ]; then
+    throttle_setup "$(to_bytes "$RATE")" "colibri-bench-$$" "$MODEL" || exit 1
+    echo "reads of $MODEL's disk throttled to $(to_bytes "$RATE") bytes/s"
+fi
 
 capped() { # capped CMD...: runs CMD inside the cgroup, records its peak in $OUT/peak
     if [ -n "$CG" ]; then
         [ "$PEAK_FILE" = memory.max_usage_in_bytes ] && echo 0 > "$CG/$PEAK_FILE"
-        sh -c 'echo $$ > "$0/cgroup.procs"; exec "$@"' "$CG" "$@"
+        throttled sh -c 'echo $$ > "$0/cgroup.procs"; exec "$@"' "$CG" "$@"
         _st=$?
         cat "$CG/$PEAK_FILE" > "$OUT/peak"
         return $_st
     fi
-    "$@"
+    throttled "$@"
 }
 
 evict_file() { "$PY" -c "import os,sys;fd=os.open(sys.argv[1],os.O_RDONLY);os.posix_fadvise(fd,0,0,os.POSIX_FADV_DONTNEED)" "$1"; }
@@ -93,7 +104,7 @@ bw() { # bw N -> MB/s over N parallel O_DIRECT readers, each of its own 1/N of t
        # 2 GiB of the model (a reader past the end of the file would count bytes never read)
     _n=$1; _c=$((512 / _n)); _t0=$(date +%s.%N)
     for i in $(seq 0 $((_n - 1))); do
-        dd if="$MODEL" of=/dev/null bs=4M count=$_c skip=$((i * _c)) iflag=direct 2>/dev/null &
+        throttled dd if="$MODEL" of=/dev/null bs=4M count=$_c skip=$((i * _c)) iflag=direct 2>/dev/null &
     done
     wait
     _t1=$(date +%s.%N)
@@ -221,4 +232,5 @@ if [ "$SWEEP" -eq 1 ]; then
     "$PY" "$ROOT/bench/plot_budget.py" "$OUT/sweep.tsv" "$ROOT/docs/memory_budget.svg" "$MODEL_B"
 fi
 [ -n "$CG" ] && rmdir "$CG" 2>/dev/null
+throttle_done
 exit 0
