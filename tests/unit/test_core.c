@@ -172,7 +172,7 @@ static void test_rope(void **state) {
     hp.n_rot = 4;
     hp.rope_theta = 100.0f;
     clb_rope r;
-    assert_int_equal(clb_rope_init(&r, &hp, NULL), 0);
+    assert_int_equal(clb_rope_init(&r, &hp, NULL, 0), 0);
     /* NEOX pairs (0,2),(1,3) with frequencies 1 and 1/10 */
     float v[4] = {1, 1, 0, 0};
     clb_rope_apply(&r, v, 1, 4, 0, 3);
@@ -191,7 +191,7 @@ static void test_rope(void **state) {
     /* linear scaling divides the frequencies */
     hp.rope_scaling = CLB_ROPE_SCALING_LINEAR;
     hp.rope_factor = 4.0f;
-    assert_int_equal(clb_rope_init(&r, &hp, NULL), 0);
+    assert_int_equal(clb_rope_init(&r, &hp, NULL, 0), 0);
     float z[4] = {1, 1, 0, 0};
     clb_rope_apply(&r, z, 1, 4, 0, 4);
     assert_float_equal(z[0], cosf(1.0f), 1e-6);
