@@ -155,6 +155,13 @@ static void test_ops(void **state) {
     assert_float_equal(y[0], r, 1e-6);
     assert_float_equal(y[2], 6 * r, 1e-6);
     assert_float_equal(y[3], 2 * r, 1e-6);
+    /* layernorm of (1,2,3,4): mean 2.5, variance 1.25 */
+    const float b[4] = {0.5f, 0, 0, -1};
+    clb_layernorm(y, x, w, b, 4, 0.0f);
+    const float ri = 1.0f / sqrtf(1.25f);
+    assert_float_equal(y[0], -1.5f * ri + 0.5f, 1e-6);
+    assert_float_equal(y[2], 2 * 0.5f * ri, 1e-6);
+    assert_float_equal(y[3], 0.5f * 1.5f * ri - 1, 1e-6);
     float s[3] = {0, logf(2), logf(5)};
     clb_softmax(s, 3);
     assert_float_equal(s[0], 0.125f, 1e-6);
