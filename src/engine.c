@@ -1,7 +1,7 @@
 /* engine.c — the forward pass, read top to bottom:
  *
- *   embed -> for each layer: norm (RMSNorm or LayerNorm), attention (src/nn/attention.c: q/k/v, q/k norm, rope,
- *            KV cache, softmax), residual; rmsnorm, FFN: dense SwiGLU, or router -> acquire experts ->
+ *   embed -> for each layer: norm (RMSNorm or LayerNorm), attention (src/nn/attention.c: q/k/v,
+ *            q/k norm, rope, KV cache, softmax), residual; norm, FFN: dense SwiGLU, or router -> acquire experts ->
  *            expert SwiGLUs -> release -> weighted sum (+ shared expert); residual
  *         -> final norm -> LM head
  *

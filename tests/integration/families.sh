@@ -56,6 +56,15 @@ CASE_RUN="--max-seq-len 64"
 case_ phimoe-short --family phimoe --seed 51 --layers 3 --hidden 64 --heads 4 --kv-heads 2 --experts 6 \
     --top-k 2 --ff 32 --router-jitter 0.3 --longrope-orig 64 --max-pos 256 --vocab 192
 CASE_RUN=
+# a state saved with the short set is not reused by an engine on the long set
+if [ -f "$WORK/phimoe-short/config.json" ]; then
+    toks=$(csv "$(cat "$WORK/phimoe-short/tokens.txt")"); rm -f "$WORK/phimoe.state"
+    colibri_run "$WORK/phimoe.pc.ids" -m "$WORK/phimoe-short" --tokens "$toks" -n 1 --max-seq-len 64 \
+        --prompt-cache "$WORK/phimoe.state"
+    if "$COLIBRI" run -m "$WORK/phimoe-short" --tokens "$toks" -n 1 --prompt-cache "$WORK/phimoe.state" \
+        >/dev/null 2>"$WORK/err"; then fail "phimoe: a short-set state loaded by a long-set engine"
+    else grep -q "rotary embedding" "$WORK/err" || fail "phimoe state refusal does not say why: $(cat "$WORK/err")"; fi
+fi
 case_ phimoe-long --family phimoe --seed 52 --layers 2 --hidden 64 --heads 4 --kv-heads 1 --experts 8 \
     --top-k 2 --ff 48 --longrope-orig 16 --max-pos 512 --arch-name PhiMoEForCausalLM --lm-head-bias 0 --vocab 160
 # LongRoPE on a dense Llama (the attention factor derived from max_position / original)
