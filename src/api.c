@@ -271,6 +271,7 @@ colibri_engine_t *clb_init_engine(const char *model_path, const clb_io *io, cons
             .n_group = hp->n_group,
             .topk_group = hp->topk_group,
             .group_score = hp->group_score,
+            .jitter = hp->router_jitter,
             .temperature = p.router_temperature > 0 ? p.router_temperature : 1.0f,
             .top_p = p.moe_top_p,
             .k_min = p.moe_k_min,
@@ -287,12 +288,16 @@ colibri_engine_t *clb_init_engine(const char *model_path, const clb_io *io, cons
                     (double)p.moe_top_p, p.moe_k_min, p.moe_k_max, hp->n_expert);
             goto fail;
         }
+        if (p.moe_top_p > 0 && hp->router_score == CLB_SCORE_SPARSEMIXER) {
+            clb_err(COLIBRI_ERR_UNSUPPORTED, "moe_top_p is not supported with sparsemixer routing (%s)", hp->arch);
+            goto fail;
+        }
         /* buffers hold k_cap experts per token: room to raise top-k at run time */
         int kc = CLB_MAX(2 * hp->n_expert_used, e->router.k);
         if (p.moe_top_p > 0) kc = CLB_MAX(kc, p.moe_k_max > 0 ? p.moe_k_max : hp->n_expert);
         e->k_cap = CLB_MIN(kc, hp->n_expert);
     }
-    if (clb_rope_init(&e->rope, hp, e->model->rope_freqs.data)) goto fail;
+    if (clb_rope_init(&e->rope, hp, e->model->rope_freqs.data, e->max_seq)) goto fail;
     e->pool = clb_pool_create_ex(e->n_threads, &po, e->rt_warn, sizeof e->rt_warn);
     if (!e->pool) {
         clb_err(COLIBRI_ERR_NOMEM, "cannot start %d threads", e->n_threads);

@@ -1,7 +1,7 @@
 /* engine.c — the forward pass, read top to bottom:
  *
- *   embed -> for each layer: rmsnorm, attention (src/nn/attention.c: q/k/v, q/k norm, rope,
- *            KV cache, softmax), residual; rmsnorm, FFN: dense SwiGLU, or router -> acquire experts ->
+ *   embed -> for each layer: norm (RMSNorm or LayerNorm), attention (src/nn/attention.c: q/k/v,
+ *            q/k norm, rope, KV cache, softmax), residual; norm, FFN: dense SwiGLU, or router -> acquire experts ->
  *            expert SwiGLUs -> release -> weighted sum (+ shared expert); residual
  *         -> final norm -> LM head
  *
@@ -19,7 +19,8 @@
 static void attention(colibri_engine_t *e, const clb_layer *L, int l, int n) {
     const clb_hparams *hp = e->hp;
     const int64_t E = hp->n_embd;
-    for (int t = 0; t < n; t++) clb_rmsnorm(e->xn + t * E, e->x + t * E, L->attn_norm.data, E, hp->norm_eps);
+    for (int t = 0; t < n; t++)
+        clb_norm(hp->norm_kind, e->xn + t * E, e->x + t * E, L->attn_norm.data, L->attn_norm_b.data, E, hp->norm_eps);
     clb_attn_forward(&e->attn, L, l, e->xn, n, e->b_seq, e->b_pos, e->ffn_out);
     const float rm = hp->resid_mult > 0 ? hp->resid_mult : 1.0f;
     clb_add_scaled(e->x, e->ffn_out, rm, n * E);
@@ -348,7 +349,8 @@ static int moe(colibri_engine_t *e, const clb_layer *L, int l, int n) {
 static int ffn(colibri_engine_t *e, const clb_layer *L, int l, int n) {
     const clb_hparams *hp = e->hp;
     const int64_t E = hp->n_embd;
-    for (int t = 0; t < n; t++) clb_rmsnorm(e->xn + t * E, e->x + t * E, L->ffn_norm.data, E, hp->norm_eps);
+    for (int t = 0; t < n; t++)
+        clb_norm(hp->norm_kind, e->xn + t * E, e->x + t * E, L->ffn_norm.data, L->ffn_norm_b.data, E, hp->norm_eps);
     if (L->is_moe) {
         int rc = moe(e, L, l, n);
         if (rc) return rc;
@@ -437,9 +439,11 @@ int clb_engine_batch(colibri_engine_t *e, const int32_t *tokens, const int32_t *
         /* the wanted rows, normed, gathered at the front of xn (row i from x[rows[i]]) */
         for (int i = 0; i < n_rows; i++) {
             const int t = rows ? rows[i] : n - n_rows + i;
-            clb_rmsnorm(e->xn + i * E, e->x + (int64_t)t * E, m->output_norm.data, E, hp->norm_eps);
+            clb_norm(hp->norm_kind, e->xn + i * E, e->x + (int64_t)t * E, m->output_norm.data, m->output_norm_b.data, E,
+                     hp->norm_eps);
         }
         clb_matmul(&e->mm, &m->output, e->xn, E, n_rows, logits, hp->n_vocab);
+        add_rows(logits, hp->n_vocab, n_rows, m->output_b.data);
         if (hp->logit_div > 0)
             for (int64_t i = 0; i < (int64_t)n_rows * hp->n_vocab; i++) logits[i] /= hp->logit_div;
         for (int i = 0; i < n_rows; i++) {

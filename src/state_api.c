@@ -100,6 +100,9 @@ static void model_identity(const colibri_engine_t *e, uint32_t id[2]) {
     c = crc32(c, (const Bytef *)m->output_norm.data, (uInt)(m->output_norm.cols * sizeof(float)));
     for (int l = 0; l < e->hp->n_layer; l++)
         c = crc32(c, (const Bytef *)m->layers[l].attn_norm.data, (uInt)(m->layers[l].attn_norm.cols * sizeof(float)));
+    /* the rotation the cached keys carry (LongRoPE's set depends on max_seq_len) */
+    c = crc32(c, (const Bytef *)e->rope.inv_freq, (uInt)((size_t)(e->rope.n_rot / 2) * sizeof(double)));
+    c = crc32(c, (const Bytef *)&e->rope.attn_factor, (uInt)sizeof e->rope.attn_factor);
     id[1] = (uint32_t)c;
 }
 
@@ -190,7 +193,9 @@ static int read_header(colibri_engine_t *e, sfile *s, uint32_t *n_past) {
     if (h[1] != id[0] || h[3] != (uint32_t)kv->n_layer)
         return clb_err(COLIBRI_ERR_ARG, "%s: the state was saved with another model (its configuration differs)", s->path);
     if (h[2] != id[1])
-        return clb_err(COLIBRI_ERR_ARG, "%s: the state was saved with another model (same configuration, other weights)",
+        return clb_err(COLIBRI_ERR_ARG,
+                       "%s: the state was saved with another model (same configuration, other weights or rotary "
+                       "embedding: LongRoPE's set follows max_seq_len)",
                        s->path);
     if (h[4] != (uint32_t)kv->k_type || h[5] != (uint32_t)kv->v_type)
         return clb_err(COLIBRI_ERR_ARG, "%s: the state holds a %s/%s KV cache, this engine's is %s/%s (cache-type-k/v)",

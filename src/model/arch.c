@@ -77,6 +77,11 @@ struct clb_arch_desc {
     const char *hf_text_config;   /* multimodal checkpoints: the text model's keys under this key */
     const char *hf_text_prefix;   /* ... its tensors under this prefix */
     const char *hf_other_prefix[2]; /* ... and the other modalities' tensors (skipped) */
+    /* Phi-3.5-MoE's pieces, each usable alone */
+    bool layer_norm;              /* LayerNorm with biases for the block and final norms (CLB_NORM_LAYER) */
+    bool sparsemixer;             /* sparsemixer routing (top-2 only) with router_jitter_noise */
+    bool lm_head_bias_key;        /* lm_head_bias in the config gives the LM head a bias */
+    bool longrope_mscale;         /* rope_scaling short_mscale / long_mscale are LongRoPE's attention factors */
 };
 
 static const clb_arch_desc ARCHS[] = {
@@ -298,6 +303,24 @@ static const clb_arch_desc ARCHS[] = {
         .hf_text_prefix = "language_model.",
         .hf_other_prefix = {"vision_model.", "multi_modal_projector."},
     },
+    /* ---- Phi-3.5-MoE (modeling_phimoe.py; the published config names PhiMoEForCausalLM) ---- */
+    {
+        .name = "phimoe",
+        .hf_arch = {"PhimoeForCausalLM", "PhiMoEForCausalLM"},
+        .hf_model_type = {"phimoe"},
+        .gguf_arch = "phimoe",
+        .moe = true,
+        .key_n_expert = "num_local_experts",
+        .key_ff_exp = "intermediate_size",
+        .router_score = CLB_SCORE_SPARSEMIXER,
+        .swa = SWA_ALL, /* MixtralModel's mask: sliding_window when the config sets one */
+        .theta_default = 1e6f, /* PhimoeConfig's rope_theta */
+        .layer_norm = true,
+        .sparsemixer = true,
+        .lm_head_bias_key = true,
+        .longrope_mscale = true, /* PhimoeRotaryEmbedding */
+        .no_gguf = true, /* llama.cpp's phimoe files: not read (see docs/ARCHITECTURES.md) */
+    },
 };
 
 static bool str_in(const char *s, const char *const *list, int n) {
@@ -468,8 +491,65 @@ static int get_token_id(const cJSON *c, const char *k, int *out) {
     return COLIBRI_OK;
 }
 
-/* rs: config.rope_scaling, or (transformers >= 5) rope_parameters, or the family's default */
-static int parse_rope_scaling(const cJSON *rs, clb_hparams *hp) {
+/* LongRoPE (modeling_rope_utils._compute_longrope_parameters, Phi-3 / Phi-3.5-MoE):
+   inv_freq[i] = 1 / (ext[i] * theta^(2i/dim)) with ext = short_factor, or long_factor when
+   the sequence is longer than original_max_position_embeddings (rope_scaling's, else the
+   config's, else max_position_embeddings); cos and sin times attention_factor, by default
+   sqrt(1 + ln(factor) / ln(original)) for factor = rope_scaling.factor or max_position /
+   original (1 when factor <= 1); with mscale (Phi-3.5-MoE's rotary embedding)
+   short_mscale / long_mscale, when given, replace it for their set. */
+static int read_factors(const cJSON *rs, const char *k, int n, float *out) {
+    const cJSON *v = key(rs, k);
+    if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) != n)
+        return clb_err(COLIBRI_ERR_FORMAT, "config.json: rope_scaling longrope %s must list %d numbers", k, n);
+    for (int i = 0; i < n; i++) {
+        const cJSON *it = cJSON_GetArrayItem(v, i);
+        if (!cJSON_IsNumber(it) || !(it->valuedouble > 0 && it->valuedouble < 1e30))
+            return clb_err(COLIBRI_ERR_FORMAT, "config.json: rope_scaling longrope %s[%d] must be a positive number", k, i);
+        out[i] = (float)it->valuedouble;
+    }
+    return COLIBRI_OK;
+}
+
+static int parse_longrope(const cJSON *rs, const cJSON *c, bool mscale, clb_hparams *hp) {
+    int rc, orig = 0;
+    float factor = 0, att = 0;
+    if ((rc = get_int(c, "original_max_position_embeddings", hp->max_pos, false, &orig)) ||
+        (rc = get_int(rs, "original_max_position_embeddings", orig, false, &orig)) ||
+        (rc = get_float(rs, "factor", 0.0f, &factor)) || (rc = get_float(rs, "attention_factor", 0.0f, &att)))
+        return rc;
+    if (mscale && ((rc = get_float(rs, "short_mscale", 0.0f, &hp->rope_short_mscale)) ||
+                   (rc = get_float(rs, "long_mscale", 0.0f, &hp->rope_long_mscale))))
+        return rc;
+    if (orig < 1 || orig > CLB_MAX_CONTEXT)
+        return clb_err(COLIBRI_ERR_FORMAT, "config.json: longrope original_max_position_embeddings %d out of range", orig);
+    if (factor == 0) factor = (float)hp->max_pos / (float)orig;
+    if (!(factor > 0 && att >= 0 && hp->rope_short_mscale >= 0 && hp->rope_long_mscale >= 0))
+        return clb_err(COLIBRI_ERR_FORMAT, "config.json: longrope factor / attention_factor / mscale out of range");
+    if (att == 0) att = factor <= 1 ? 1.0f : sqrtf(1.0f + logf(factor) / logf((float)orig));
+    if (hp->rope_short_mscale == 0) hp->rope_short_mscale = att;
+    if (hp->rope_long_mscale == 0) hp->rope_long_mscale = att;
+    hp->rope_scaling = CLB_ROPE_SCALING_LONGROPE;
+    hp->rope_factor = factor;
+    hp->rope_orig_ctx = (float)orig;
+    /* partial_rotary_factor is applied later: the lists must fit the rotary dims then
+       (clb_hparams_validate); they are read at the length they state */
+    const cJSON *sf = key(rs, "short_factor");
+    hp->rope_ext_n = cJSON_IsArray(sf) ? cJSON_GetArraySize(sf) : 0;
+    if (hp->rope_ext_n < 1 || hp->rope_ext_n > 512)
+        return clb_err(COLIBRI_ERR_FORMAT, "config.json: rope_scaling longrope needs short_factor, a list of 1..512 numbers");
+    clb_free(hp->rope_ext);
+    hp->rope_ext = clb_calloc((size_t)hp->rope_ext_n * 2, sizeof(float));
+    if (!hp->rope_ext) return clb_err(COLIBRI_ERR_NOMEM, "out of memory");
+    if ((rc = read_factors(rs, "short_factor", hp->rope_ext_n, hp->rope_ext)) ||
+        (rc = read_factors(rs, "long_factor", hp->rope_ext_n, hp->rope_ext + hp->rope_ext_n)))
+        return rc;
+    return COLIBRI_OK;
+}
+
+/* rs: config.rope_scaling, or (transformers >= 5) rope_parameters, or the family's default;
+   c: the whole config (longrope reads original_max_position_embeddings there too) */
+static int parse_rope_scaling(const clb_arch_desc *d, const cJSON *rs, const cJSON *c, clb_hparams *hp) {
     hp->rope_scaling = CLB_ROPE_SCALING_NONE;
     if (!rs || cJSON_IsNull(rs)) return COLIBRI_OK;
     if (!cJSON_IsObject(rs)) return clb_err(COLIBRI_ERR_FORMAT, "config.json: 'rope_scaling' must be an object");
@@ -502,6 +582,8 @@ static int parse_rope_scaling(const cJSON *rs, clb_hparams *hp) {
         if (tr && !cJSON_IsNull(tr) && !cJSON_IsBool(tr))
             return clb_err(COLIBRI_ERR_FORMAT, "config.json: rope_scaling truncate must be true or false");
         hp->rope_yarn_exact = cJSON_IsFalse(tr);
+    } else if (strcmp(ty, "longrope") == 0) {
+        return parse_longrope(rs, c, d->longrope_mscale, hp);
     } else {
         return clb_err(COLIBRI_ERR_UNSUPPORTED, "config.json: rope_scaling type '%s' is not supported", ty);
     }
@@ -524,11 +606,11 @@ static int parse_rope_scaling_of(const clb_arch_desc *d, const cJSON *c, clb_hpa
     if ((!rs || cJSON_IsNull(rs)) && d->rope_default) {
         cJSON *def = cJSON_Parse(d->rope_default);
         if (!def) return clb_err(COLIBRI_ERR_NOMEM, "out of memory");
-        int rc = parse_rope_scaling(def, hp);
+        int rc = parse_rope_scaling(d, def, c, hp);
         cJSON_Delete(def);
         return rc;
     }
-    return parse_rope_scaling(rs, hp);
+    return parse_rope_scaling(d, rs, c, hp);
 }
 
 /* Qwen-MoE: MoE on layers with (l + 1) % decoder_sparse_step == 0 that are not in
@@ -656,6 +738,27 @@ static int parse_smallthinker(const cJSON *c, clb_hparams *hp) {
         hp->attn_layers[l].no_rope = !rope[l];
         hp->attn_layers[l].window = swa[l] ? sw : 0;
     }
+    return COLIBRI_OK;
+}
+
+/* Phi-3.5-MoE (PhimoeDecoderLayer / PhimoeSparseMoeBlock): nn.LayerNorm (weight and bias,
+   eps rms_norm_eps) for input_layernorm, post_attention_layernorm and the final norm;
+   sparsemixer routing, which modeling_phimoe.py defines for top_k 2 only, with
+   router_jitter_noise as its threshold (input_jitter_noise acts in training only);
+   lm_head_bias. */
+static int parse_phimoe_pieces(const clb_arch_desc *d, const cJSON *c, clb_hparams *hp) {
+    int rc;
+    if (d->layer_norm) hp->norm_kind = CLB_NORM_LAYER;
+    if (d->lm_head_bias_key && (rc = get_bool(c, "lm_head_bias", false, &hp->out_bias))) return rc;
+    if (!d->sparsemixer) return COLIBRI_OK;
+    if ((rc = get_float(c, "router_jitter_noise", 0.01f, &hp->router_jitter))) return rc;
+    if (!(hp->router_jitter >= 0 && hp->router_jitter <= 1e3f))
+        return clb_err(COLIBRI_ERR_FORMAT, "config.json: router_jitter_noise %g out of range [0, 1000]",
+                       (double)hp->router_jitter);
+    if (hp->n_expert_used != 2)
+        return clb_err(COLIBRI_ERR_UNSUPPORTED,
+                       "config.json: num_experts_per_tok %d is not supported with sparsemixer routing (only 2)",
+                       hp->n_expert_used);
     return COLIBRI_OK;
 }
 
@@ -931,6 +1034,7 @@ int clb_hparams_from_hf(const clb_arch_desc *d, const cJSON *c, clb_hparams *hp)
     if (d->ernie_moe && (rc = parse_ernie_moe(c, hp))) return rc;
     if (d->smallthinker && (rc = parse_smallthinker(c, hp))) return rc;
     if (d->llama4 && (rc = parse_llama4(c, hp))) return rc;
+    if ((rc = parse_phimoe_pieces(d, c, hp))) return rc;
     if (d->multipliers) {
         if ((rc = get_float(c, "embedding_multiplier", 1.0f, &hp->embd_mult)) ||
             (rc = get_float(c, "residual_multiplier", 1.0f, &hp->resid_mult)) ||
@@ -980,7 +1084,9 @@ int clb_hparams_validate(const clb_hparams *hp) {
                  {"residual multiplier", hp->resid_mult}, {"attention multiplier", hp->attn_mult},
                  {"logits scaling", hp->logit_div}, {"moe_norm_min", hp->norm_min},
                  {"swiglu_alpha", hp->act_alpha}, {"swiglu_limit", hp->act_limit},
-                 {"floor_scale", hp->attn_temp_floor}, {"attn_scale", hp->attn_temp_scale}};
+                 {"floor_scale", hp->attn_temp_floor}, {"attn_scale", hp->attn_temp_scale},
+                 {"router_jitter", hp->router_jitter}, {"rope short_mscale", hp->rope_short_mscale},
+                 {"rope long_mscale", hp->rope_long_mscale}};
     for (size_t i = 0; i < CLB_ARRAY_LEN(reals); i++)
         CHECK(isfinite(reals[i].v), "config: %s is %g (must be a finite number)", reals[i].name, (double)reals[i].v);
     CHECK(hp->norm_eps > 0 && hp->norm_eps < 1, "config: rms_norm_eps %g out of range (0, 1)", (double)hp->norm_eps);
@@ -989,8 +1095,27 @@ int clb_hparams_validate(const clb_hparams *hp) {
           "config: max_position_embeddings %d out of range 1..%d", hp->max_pos, CLB_MAX_CONTEXT);
     CHECK(hp->rope_style == CLB_ROPE_NEOX || hp->rope_style == CLB_ROPE_NORM, "config: rope style %d unknown",
           hp->rope_style);
-    CHECK(hp->rope_scaling >= CLB_ROPE_SCALING_NONE && hp->rope_scaling <= CLB_ROPE_SCALING_FREQS,
+    CHECK(hp->rope_scaling >= CLB_ROPE_SCALING_NONE && hp->rope_scaling <= CLB_ROPE_SCALING_LONGROPE,
           "config: rope scaling type %d unknown", hp->rope_scaling);
+    if (hp->rope_scaling == CLB_ROPE_SCALING_LONGROPE) {
+        CHECK(hp->rope_ext && hp->rope_ext_n == hp->n_rot / 2,
+              "config: longrope short_factor / long_factor list %d numbers, the %d rotary dims need %d", hp->rope_ext_n,
+              hp->n_rot, hp->n_rot / 2);
+        for (int i = 0; i < 2 * hp->rope_ext_n; i++)
+            CHECK(hp->rope_ext[i] > 0 && hp->rope_ext[i] < 1e30f, "config: longrope factor %d (%g) must be positive", i,
+                  (double)hp->rope_ext[i]);
+        CHECK(hp->rope_orig_ctx >= 1 && hp->rope_orig_ctx <= (float)CLB_MAX_CONTEXT,
+              "config: longrope original_max_position_embeddings %g out of range", (double)hp->rope_orig_ctx);
+        CHECK(hp->rope_short_mscale > 0 && hp->rope_short_mscale <= 1e3f && hp->rope_long_mscale > 0 &&
+                  hp->rope_long_mscale <= 1e3f,
+              "config: longrope short_mscale %g / long_mscale %g out of range (0, 1000]", (double)hp->rope_short_mscale,
+              (double)hp->rope_long_mscale);
+    }
+    CHECK(hp->norm_kind == CLB_NORM_RMS || hp->norm_kind == CLB_NORM_LAYER, "config: norm kind %d unknown", hp->norm_kind);
+    CHECK(hp->router_score >= CLB_SCORE_SOFTMAX && hp->router_score <= CLB_SCORE_SPARSEMIXER,
+          "config: router scoring %d unknown", hp->router_score);
+    CHECK(hp->router_jitter >= 0 && hp->router_jitter <= 1e3f, "config: router_jitter %g out of range [0, 1000]",
+          (double)hp->router_jitter);
     if (hp->rope_scaling != CLB_ROPE_SCALING_NONE && hp->rope_scaling != CLB_ROPE_SCALING_FREQS)
         CHECK(hp->rope_factor > 0 && hp->rope_factor <= 1e6f, "config: rope scaling factor %g out of range (0, 1e6]",
               (double)hp->rope_factor);
@@ -1074,6 +1199,8 @@ void clb_hparams_free(clb_hparams *hp) {
     hp->dense_layers = NULL;
     clb_free(hp->attn_layers);
     hp->attn_layers = NULL;
+    clb_free(hp->rope_ext);
+    hp->rope_ext = NULL;
 }
 
 /* ---- canonical JSON (.colibri "config") ----
@@ -1115,6 +1242,8 @@ static const field FIELDS[] = {
     FF("act_alpha", act_alpha), FF("act_limit", act_limit),
     FB("moe_weight_on_input", moe_weight_on_input), FF("attn_temp_floor", attn_temp_floor),
     FF("attn_temp_scale", attn_temp_scale),
+    FI("norm_kind", norm_kind, false), FB("out_bias", out_bias), FF("router_jitter", router_jitter),
+    FF("rope_short_mscale", rope_short_mscale), FF("rope_long_mscale", rope_long_mscale),
 };
 
 cJSON *clb_hparams_to_json(const clb_hparams *hp) {
@@ -1150,7 +1279,23 @@ cJSON *clb_hparams_to_json(const clb_hparams *hp) {
         if (a->temp_tune) cJSON_AddBoolToObject(o, "temp_tune", true);
         cJSON_AddItemToArray(al, o);
     }
+    if (hp->rope_ext && hp->rope_ext_n > 0) /* longrope: [short..., long...] */
+        cJSON_AddItemToObject(j, "rope_ext", cJSON_CreateFloatArray(hp->rope_ext, 2 * hp->rope_ext_n));
     return j;
+}
+
+static int rope_ext_from_json(const cJSON *re, clb_hparams *hp) {
+    if (!re) return COLIBRI_OK;
+    const int n = cJSON_IsArray(re) ? cJSON_GetArraySize(re) : 0;
+    if (n < 2 || n % 2 || n > 1024) return clb_err(COLIBRI_ERR_FORMAT, "config: rope_ext must be a list of 2..1024 numbers");
+    if (!(hp->rope_ext = clb_calloc((size_t)n, sizeof(float)))) return clb_err(COLIBRI_ERR_NOMEM, "out of memory");
+    hp->rope_ext_n = n / 2;
+    for (int i = 0; i < n; i++) {
+        const cJSON *it = cJSON_GetArrayItem(re, i);
+        if (!cJSON_IsNumber(it)) return clb_err(COLIBRI_ERR_FORMAT, "config: rope_ext[%d] is not a number", i);
+        hp->rope_ext[i] = (float)it->valuedouble;
+    }
+    return COLIBRI_OK;
 }
 
 static int attn_layers_from_json(const cJSON *al, clb_hparams *hp) {
@@ -1224,6 +1369,7 @@ int clb_hparams_from_json(const cJSON *j, clb_hparams *hp) {
         hp->dense_layers[(int)it->valuedouble] = 1;
     }
     int rc = attn_layers_from_json(key(j, "attn_layers"), hp);
+    if (!rc) rc = rope_ext_from_json(key(j, "rope_ext"), hp);
     if (!rc) rc = clb_hparams_validate(hp);
     if (rc) clb_hparams_free(hp);
     return rc;
@@ -1255,6 +1401,11 @@ static const name_map HF_NAMES[] = {
     {"model.layers.{L}.mlp.gate_proj.weight", "blk.{L}.ffn_gate.weight"},
     {"model.layers.{L}.mlp.up_proj.weight", "blk.{L}.ffn_up.weight"},
     {"model.layers.{L}.mlp.down_proj.weight", "blk.{L}.ffn_down.weight"},
+    /* LayerNorm biases (Phi-3.5-MoE) and an LM head bias */
+    {"model.norm.bias", "output_norm.bias"},
+    {"lm_head.bias", "output.bias"},
+    {"model.layers.{L}.input_layernorm.bias", "blk.{L}.attn_norm.bias"},
+    {"model.layers.{L}.post_attention_layernorm.bias", "blk.{L}.ffn_norm.bias"},
     /* Mixtral */
     {"model.layers.{L}.block_sparse_moe.gate.weight", "blk.{L}.ffn_gate_inp.weight"},
     {"model.layers.{L}.block_sparse_moe.experts.{E}.w1.weight", "blk.{L}.ffn_gate.{E}.weight"},

@@ -108,7 +108,9 @@ static int bind_layer(binder *b, int l) {
         snprintf(n, sizeof n, "blk.%d." suffix, l);                  \
         if ((rc = bind(b, n, rows, cols, req, vec, dst))) return rc; \
     } while (0)
+    const int ln = hp->norm_kind == CLB_NORM_LAYER; /* LayerNorm: its biases are required */
     B("attn_norm.weight", 1, E, REQUIRED, true, &L->attn_norm);
+    if (ln) B("attn_norm.bias", 1, E, REQUIRED, true, &L->attn_norm_b);
     B("attn_output.weight", E, od, REQUIRED, false, &L->wo);
     B("attn_sinks.weight", 1, hp->n_head, clb_hparams_attn_layer(hp, l).sinks, true, &L->sinks);
     if (hp->attn_kind == CLB_ATTN_MLA) {
@@ -140,6 +142,7 @@ static int bind_layer(binder *b, int l) {
     }
 ffn:
     B("ffn_norm.weight", 1, E, REQUIRED, true, &L->ffn_norm);
+    if (ln) B("ffn_norm.bias", 1, E, REQUIRED, true, &L->ffn_norm_b);
     L->is_moe = clb_hparams_layer_is_moe(hp, l);
     if (!L->is_moe) {
         B("ffn_gate.weight", hp->n_ff, E, REQUIRED, false, &L->ffn_gate);
@@ -197,6 +200,10 @@ int clb_model_load_io(const char *path, const clb_io *io, bool stream, clb_model
     }
     if ((rc = bind(&b, "token_embd.weight", hp->n_vocab, hp->n_embd, REQUIRED, false, &m->tok_embd))) goto fail;
     if ((rc = bind(&b, "output_norm.weight", 1, hp->n_embd, REQUIRED, true, &m->output_norm))) goto fail;
+    if (hp->norm_kind == CLB_NORM_LAYER &&
+        (rc = bind(&b, "output_norm.bias", 1, hp->n_embd, REQUIRED, true, &m->output_norm_b)))
+        goto fail;
+    if (hp->out_bias && (rc = bind(&b, "output.bias", 1, hp->n_vocab, REQUIRED, true, &m->output_b))) goto fail;
     if (hp->tie_embd) {
         m->output = m->tok_embd;
     } else if ((rc = bind(&b, "output.weight", hp->n_vocab, hp->n_embd, REQUIRED, false, &m->output))) {

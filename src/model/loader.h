@@ -11,8 +11,9 @@ typedef struct clb_model {
     clb_source src;
     const clb_hparams *hp;  /* &src.hp */
     clb_weight tok_embd;    /* [n_vocab][n_embd] */
-    clb_weight output_norm; /* [n_embd] f32 */
+    clb_weight output_norm, output_norm_b; /* [n_embd] f32; the bias with CLB_NORM_LAYER */
     clb_weight output;      /* [n_vocab][n_embd] (tok_embd when tied) */
+    clb_weight output_b;    /* [n_vocab] f32 when hp->out_bias */
     clb_weight rope_freqs;  /* [n_rot / 2] f32 frequency divisors (CLB_ROPE_SCALING_FREQS) */
     clb_layer *layers;      /* [n_layer] */
     clb_expert_store *store;

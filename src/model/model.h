@@ -19,7 +19,13 @@
 
 typedef enum { CLB_ROPE_NEOX = 0, CLB_ROPE_NORM = 1 } clb_rope_style; /* rotate-half / adjacent pairs */
 typedef enum { CLB_QKNORM_NONE = 0, CLB_QKNORM_HEAD = 1, CLB_QKNORM_FULL = 2 } clb_qknorm;
-typedef enum { CLB_SCORE_SOFTMAX = 0, CLB_SCORE_SIGMOID = 1 } clb_router_score;
+/* SPARSEMIXER: Phi-3.5-MoE's eval-mode sparsemixer (router.c): for each of the top-k steps,
+   the best remaining logit m, the logits s with (m - s) / max(|s|, m) > 2 * router_jitter
+   masked out, softmax over what is left, weight = the chosen expert's probability there. */
+typedef enum { CLB_SCORE_SOFTMAX = 0, CLB_SCORE_SIGMOID = 1, CLB_SCORE_SPARSEMIXER = 2 } clb_router_score;
+/* The block norms (attn_norm, ffn_norm, output_norm): RMSNorm, or LayerNorm with a bias
+   (tensors *_norm.bias, required), both with norm_eps. */
+typedef enum { CLB_NORM_RMS = 0, CLB_NORM_LAYER = 1 } clb_norm_kind;
 typedef enum { CLB_ATTN_GQA = 0, CLB_ATTN_MLA = 1 } clb_attn_kind;
 /* The gate's activation in a gated FFN: silu(g) * u (SwiGLU), max(g, 0) * u (ReGLU,
    SmallThinker's experts), or gpt-oss's clamped SwiGLU g' = min(g, limit),
@@ -31,7 +37,10 @@ typedef enum {
     CLB_ROPE_SCALING_DYNAMIC = 2,
     CLB_ROPE_SCALING_YARN = 3,
     CLB_ROPE_SCALING_LLAMA3 = 4,
-    CLB_ROPE_SCALING_FREQS = 5 /* per-pair divisors in the tensor rope_freqs.weight (GGUF llama3) */
+    CLB_ROPE_SCALING_FREQS = 5, /* per-pair divisors in the tensor rope_freqs.weight (GGUF llama3) */
+    CLB_ROPE_SCALING_LONGROPE = 6 /* per-pair divisors rope_ext: short, or long when the context
+                                     (max_seq_len) exceeds rope_orig_ctx; cos/sin times that
+                                     set's mscale */
 } clb_rope_scaling;
 
 #define CLB_MAX_LAYERS 1024
@@ -87,8 +96,13 @@ typedef struct clb_hparams {
     float rope_low_freq_factor, rope_high_freq_factor; /* llama3 */
     float rope_attn_factor; /* YaRN attention_factor when the config gives it; 0 = derived */
     bool rope_yarn_exact;   /* YaRN truncate=false: the correction range is not rounded to whole dims */
+    float *rope_ext;        /* LONGROPE: [2][rope_ext_n] short then long divisors; owned */
+    int rope_ext_n;         /* == n_rot / 2 */
+    float rope_short_mscale, rope_long_mscale; /* LONGROPE attention factors of each set */
     int max_pos;
     bool tie_embd;
+    bool out_bias;          /* the LM head has a bias (output.bias [n_vocab]) */
+    int norm_kind;          /* clb_norm_kind */
     bool qkv_bias, o_bias;
     int qk_norm;            /* clb_qknorm */
     int attn_kind;          /* clb_attn_kind */
@@ -99,6 +113,7 @@ typedef struct clb_hparams {
     /* router */
     bool router_pre_attn;   /* the router reads the layer's input, before attention (SmallThinker) */
     int router_score;       /* clb_router_score */
+    float router_jitter;    /* SPARSEMIXER's masking threshold (HF router_jitter_noise) */
     bool norm_topk;         /* renormalise the selected weights to sum 1 */
     float norm_min;         /* ... dividing by at least this (ERNIE moe_norm_min; 0 = off) */
     float routed_scale;     /* multiplies the routed experts' sum (1 = none) */
@@ -135,7 +150,7 @@ typedef struct clb_expert_w {
 } clb_expert_w;
 
 typedef struct clb_layer {
-    clb_weight attn_norm;               /* [n_embd] f32 */
+    clb_weight attn_norm, attn_norm_b;  /* [n_embd] f32; the bias with CLB_NORM_LAYER */
     clb_weight wq, wk, wv, wo;          /* wq [n_head*hd][n_embd], wk/wv [n_kv*hd][n_embd], wo [n_embd][n_head*hdv] */
     clb_weight bq, bk, bv, bo;          /* optional biases (data NULL when absent) */
     clb_weight q_norm, k_norm;          /* optional: [head_dim] (HEAD) or [n_head*hd] (FULL) */
@@ -143,7 +158,7 @@ typedef struct clb_layer {
     /* MLA (attn_kind == MLA) */
     clb_weight wq_a, q_a_norm, wq_b;    /* q_lora_rank > 0: q = wq_b(norm(wq_a x)); else wq */
     clb_weight wkv_a, kv_a_norm, wkv_b; /* [kv_lora_rank + n_rot][n_embd], [kv_lora_rank], [n_head*(nope+hdv)][kv_lora_rank] */
-    clb_weight ffn_norm;                /* [n_embd] f32 */
+    clb_weight ffn_norm, ffn_norm_b;    /* [n_embd] f32; the bias with CLB_NORM_LAYER */
     bool is_moe;
     clb_weight ffn_gate, ffn_up, ffn_down;      /* dense FFN */
     clb_weight router;                          /* [n_expert][n_embd] f32 */

@@ -7,8 +7,45 @@
 #include "core/common.h"
 #include "model/model.h"
 
+/* Phi-3.5-MoE's sparsemixer at inference (modeling_phimoe.sparsemixer, eval mode): step j
+   takes the best logit m among the experts not chosen yet, masks every logit s of those
+   with (m - s) / max(|s|, m) > 2 * jitter, and gives the chosen expert its probability in
+   the softmax over the rest. HF defines k = 2; a run-time k repeats the step. */
+static int route_sparsemixer(const clb_router_cfg *c, const float *lg, float *p, int *sel, float *w) {
+    const int n = c->n_expert, k = CLB_MIN(c->k, n);
+    const float thr = 2.0f * c->jitter;
+    for (int j = 0; j < k; j++) {
+        int best = -1;
+        for (int i = 0; i < n; i++) {
+            bool taken = false;
+            for (int q = 0; q < j; q++) taken |= sel[q] == i;
+            p[i] = taken ? -INFINITY : lg[i];
+            if (!taken && (best < 0 || lg[i] > lg[best])) best = i;
+        }
+        const float m = lg[best];
+        double sum = 0;
+        for (int i = 0; i < n; i++) {
+            if (p[i] == -INFINITY || (m - lg[i]) / fmaxf(fabsf(lg[i]), m) > thr) {
+                p[i] = 0;
+                continue;
+            }
+            p[i] = expf(lg[i] - m);
+            sum += p[i];
+        }
+        sel[j] = best;
+        w[j] = (float)(p[best] / sum);
+    }
+    return k;
+}
+
 int clb_route(const clb_router_cfg *c, const float *logits, float *scratch, int *sel, float *w) {
     const int n = c->n_expert;
+    if (c->score == CLB_SCORE_SPARSEMIXER) {
+        const float inv_t = (c->temperature > 0 && c->temperature != 1.0f) ? 1.0f / c->temperature : 1.0f;
+        float *lg = scratch + n;
+        for (int i = 0; i < n; i++) lg[i] = logits[i] * inv_t;
+        return route_sparsemixer(c, lg, scratch, sel, w);
+    }
     float *score = scratch;      /* [n] routing probabilities */
     float *choice = scratch + n; /* [n] scores used for selection */
     const float inv_t = (c->temperature > 0 && c->temperature != 1.0f) ? 1.0f / c->temperature : 1.0f;

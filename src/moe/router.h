@@ -14,6 +14,7 @@ typedef struct clb_router_cfg {
     int n_group, topk_group; /* group-limited selection; 0 = off */
     int group_score;    /* a group's score: 0 = its best choice, 1 = the sum of its best two */
     float temperature;  /* router logits are divided by it (1 = off) */
+    float jitter;       /* CLB_SCORE_SPARSEMIXER's threshold (router_jitter_noise) */
     const float *bias;  /* [n_expert] added to scores for selection only, or NULL */
     /* dynamic k: the smallest number of experts whose routing probability reaches top_p,
        within [k_min, k_max]; top_p <= 0 uses k */

@@ -17,6 +17,20 @@ void clb_rmsnorm(float *out, const float *x, const float *w, int64_t n, float ep
     for (; i < n; i++) out[i] = x[i] * scale * w[i];
 }
 
+void clb_layernorm(float *out, const float *x, const float *w, const float *b, int64_t n, float eps) {
+    double sum = 0, ss = 0;
+    for (int64_t i = 0; i < n; i++) sum += x[i];
+    const double mean = sum / (double)n;
+    for (int64_t i = 0; i < n; i++) ss += ((double)x[i] - mean) * ((double)x[i] - mean);
+    const float scale = (float)(1.0 / sqrt(ss / (double)n + (double)eps)), m = (float)mean;
+    for (int64_t i = 0; i < n; i++) out[i] = (x[i] - m) * scale * w[i] + (b ? b[i] : 0.0f);
+}
+
+void clb_norm(int kind, float *out, const float *x, const float *w, const float *b, int64_t n, float eps) {
+    if (kind == CLB_NORM_LAYER) clb_layernorm(out, x, w, b, n, eps);
+    else clb_rmsnorm(out, x, w, n, eps);
+}
+
 void clb_add_scaled(float *restrict y, const float *restrict x, float a, int64_t n) {
     int64_t i = 0;
     for (; i + VBLOCK <= n; i += VBLOCK)
@@ -68,7 +82,7 @@ static double yarn_find_dim(double n_rot_rotations, int dim, double base, double
 }
 static double yarn_mscale(double scale, double m) { return scale <= 1 ? 1.0 : 0.1 * m * log(scale) + 1.0; }
 
-int clb_rope_init(clb_rope *r, const clb_hparams *hp, const float *freqs) {
+int clb_rope_init(clb_rope *r, const clb_hparams *hp, const float *freqs, int n_ctx) {
     memset(r, 0, sizeof *r);
     r->n_rot = hp->n_rot;
     r->style = hp->rope_style;
@@ -95,6 +109,19 @@ int clb_rope_init(clb_rope *r, const clb_hparams *hp, const float *freqs) {
     case CLB_ROPE_SCALING_LINEAR:
         for (int i = 0; i < half; i++) r->inv_freq[i] /= hp->rope_factor;
         break;
+    case CLB_ROPE_SCALING_LONGROPE: {
+        /* HF picks the set by the sequence's length (> original: long) and recomputes the
+           whole sequence when generation crosses it; a KV cache keeps one rotation, so the
+           set is chosen once from the context a sequence may reach (as llama.cpp does) */
+        const bool lng = n_ctx > hp->rope_orig_ctx;
+        if (!hp->rope_ext || hp->rope_ext_n != half) {
+            clb_rope_free(r);
+            return clb_err(COLIBRI_ERR_FORMAT, "longrope factors missing");
+        }
+        for (int i = 0; i < half; i++) r->inv_freq[i] /= hp->rope_ext[(lng ? half : 0) + i];
+        r->attn_factor = lng ? hp->rope_long_mscale : hp->rope_short_mscale;
+        break;
+    }
     case CLB_ROPE_SCALING_LLAMA3: {
         double f = hp->rope_factor, lo = hp->rope_low_freq_factor, hi = hp->rope_high_freq_factor;
         double old = hp->rope_orig_ctx;

@@ -11,6 +11,11 @@
 
 /* out[i] = x[i] / sqrt(mean(x^2) + eps) * w[i], n values (out may alias x). */
 void clb_rmsnorm(float *out, const float *x, const float *w, int64_t n, float eps);
+/* out[i] = (x[i] - mean(x)) / sqrt(var(x) + eps) * w[i] + b[i] (torch LayerNorm, biased
+   variance; b may be NULL), n values (out may alias x). */
+void clb_layernorm(float *out, const float *x, const float *w, const float *b, int64_t n, float eps);
+/* The block norm of kind (clb_norm_kind): clb_rmsnorm, or clb_layernorm with bias b. */
+void clb_norm(int kind, float *out, const float *x, const float *w, const float *b, int64_t n, float eps);
 /* y[i] += a * x[i] (x and y do not overlap). Written in fixed blocks, which GCC vectorises
    at -O2 where a plain loop stays scalar; elementwise, so the same bits as the plain loop. */
 void clb_add_scaled(float *restrict y, const float *restrict x, float a, int64_t n);
@@ -34,8 +39,10 @@ typedef struct clb_rope {
     double *inv_freq; /* [n_rot/2] */
     float attn_factor; /* multiplies cos/sin (YaRN mscale); 1 otherwise */
 } clb_rope;
-/* freqs: [n_rot/2] divisors for CLB_ROPE_SCALING_FREQS, else NULL */
-int clb_rope_init(clb_rope *r, const clb_hparams *hp, const float *freqs);
+/* freqs: [n_rot/2] divisors for CLB_ROPE_SCALING_FREQS, else NULL. n_ctx: the positions a
+   sequence may reach (max_seq_len), which picks LongRoPE's long factors when it exceeds
+   the original context (0: short). */
+int clb_rope_init(clb_rope *r, const clb_hparams *hp, const float *freqs, int n_ctx);
 void clb_rope_free(clb_rope *r);
 /* Rotates dims [offset, offset + n_rot) of each of n_heads vectors of length head_dim at pos. */
 void clb_rope_apply(const clb_rope *r, float *x, int n_heads, int head_dim, int offset, int pos);

@@ -14,7 +14,7 @@ TOL=${FLOAT_TOL:-1e-4}
 NGEN=8
 GEN="$PYTHON $REF/gen_model.py"
 
-# case NAME GEN_ARGS...
+# case NAME GEN_ARGS... (CASE_RUN: extra colibri run options)
 case_() {
     name=$1; shift
     dir="$WORK/$name"
@@ -26,7 +26,9 @@ case_() {
         || { fail "$name: hf_ref failed"; return; }
     colibri_convert "$dir" "$WORK/$name.colibri" --dtype f32 || return
     for m in "$WORK/$name.colibri" "$dir"; do
-        colibri_run "$WORK/$name.ids" $F32KV -m "$m" --tokens "$toks" -n $NGEN --threads 2 --dump-logits "$WORK/$name.logits" || continue
+        # shellcheck disable=SC2086
+        colibri_run "$WORK/$name.ids" $F32KV -m "$m" --tokens "$toks" -n $NGEN --threads 2 --dump-logits "$WORK/$name.logits" \
+            ${CASE_RUN:-} || continue
         vocab=$("$PYTHON" -c "import json,sys; c=json.load(open(sys.argv[1])); print(c.get('text_config', c)['vocab_size'])" "$dir/config.json")
         check "$PYTHON" "$REF/compare.py" logits "$WORK/$name.logits" "$WORK/$name.ref" --vocab "$vocab" \
             --max-rel-row "$TOL" --min-argmax 1 --label "$name ($(basename "$m")) vs hf_ref"
@@ -58,6 +60,32 @@ case_ llama4-cond --family llama4 --conditional --seed 42 --layers 4 --hidden 64
     --head-dim 24 --experts 5 --top-k 2 --ff 32 --dense-ff 64 --moe-layers 0,2 --nope-layers 1 --chunk 6 \
     --floor-scale 3 --attn-scale 0.5 --temp-tuning 4 --qk-norm 0 --attention-bias 0 --vocab 160 --max-pos 512 \
     --rope-scaling '{"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 64}'
+
+# Phi-3.5-MoE (HF directory only: colibri reads no phimoe GGUF): LayerNorm with biases,
+# q/k/v/o and LM head biases, sparsemixer top-2 (a wide router_jitter_noise, so that the
+# masked softmax mixes several experts, then the published 0.01), LongRoPE with short_mscale /
+# long_mscale. HF picks the short factors while the sequence stays within
+# original_max_position_embeddings, colibri by the context (--max-seq-len): the short set
+# with a context of 64 = original, the long set with a 24-token prompt past an original of 16
+# and the default context; the architecture name as the published config.json spells it.
+CASE_RUN="--max-seq-len 64"
+case_ phimoe-short --family phimoe --seed 51 --layers 3 --hidden 64 --heads 4 --kv-heads 2 --experts 6 \
+    --top-k 2 --ff 32 --router-jitter 0.3 --longrope-orig 64 --max-pos 256 --vocab 192
+CASE_RUN=
+# a state saved with the short set is not reused by an engine on the long set
+if [ -f "$WORK/phimoe-short/config.json" ]; then
+    toks=$(csv "$(cat "$WORK/phimoe-short/tokens.txt")"); rm -f "$WORK/phimoe.state"
+    colibri_run "$WORK/phimoe.pc.ids" -m "$WORK/phimoe-short" --tokens "$toks" -n 1 --max-seq-len 64 \
+        --prompt-cache "$WORK/phimoe.state"
+    if "$COLIBRI" run -m "$WORK/phimoe-short" --tokens "$toks" -n 1 --prompt-cache "$WORK/phimoe.state" \
+        >/dev/null 2>"$WORK/err"; then fail "phimoe: a short-set state loaded by a long-set engine"
+    else grep -q "rotary embedding" "$WORK/err" || fail "phimoe state refusal does not say why: $(cat "$WORK/err")"; fi
+fi
+case_ phimoe-long --family phimoe --seed 52 --layers 2 --hidden 64 --heads 4 --kv-heads 1 --experts 8 \
+    --top-k 2 --ff 48 --longrope-orig 16 --max-pos 512 --arch-name PhiMoEForCausalLM --lm-head-bias 0 --vocab 160
+# LongRoPE on a dense Llama (the attention factor derived from max_position / original)
+case_ llama-longrope --family llama --seed 53 --layers 2 --hidden 64 --heads 4 --kv-heads 2 --ff 96 --vocab 160 \
+    --max-pos 512 --rope-scaling '{"rope_type": "longrope", "original_max_position_embeddings": 16, "short_factor": [1.1, 1.3, 1.2, 1.9, 1.5, 1.05, 1.7, 1.4], "long_factor": [4.2, 1.6, 6.8, 2.5, 3.3, 5.9, 1.2, 2.7]}'
 
 # dense Qwen2 (q/k/v biases) and Qwen3 (per-head q/k norm): derived from a generated llama
 # by renaming the architecture and adding the tensors the family has
@@ -188,8 +216,28 @@ else grep -q "hidden_act 'gelu'" "$WORK/err" || fail "gelu refusal does not name
 cp "$WORK/olmoe/config.json" "$WORK/bad/config.json"
 sed -i 's/"rope_scaling": null/"rope_scaling": {"rope_type": "longrope", "factor": 2.0}/' "$WORK/bad/config.json"
 if grep -q longrope "$WORK/bad/config.json"; then
-    if "$COLIBRI" convert "$WORK/bad" -o "$WORK/bad.colibri" 2>"$WORK/err"; then fail "longrope accepted"
-    else grep -q "longrope" "$WORK/err" || fail "longrope refusal does not name it: $(cat "$WORK/err")"; fi
+    if "$COLIBRI" convert "$WORK/bad" -o "$WORK/bad.colibri" 2>"$WORK/err"; then fail "longrope without factors accepted"
+    else grep -q "longrope needs short_factor" "$WORK/err" || fail "longrope refusal does not name it: $(cat "$WORK/err")"; fi
+fi
+# refused WHAT PATTERN: converting $WORK/bad fails with an error matching PATTERN
+refused() {
+    if "$COLIBRI" convert "$WORK/bad" -o "$WORK/bad.colibri" 2>"$WORK/err"; then fail "$1 accepted"
+    else grep -q "$2" "$WORK/err" || fail "$1: the refusal does not name $2: $(cat "$WORK/err")"; fi
+}
+# Phi-3.5-MoE: sparsemixer is defined for top-2 only; LayerNorm needs its biases
+if [ -f "$WORK/phimoe-long/config.json" ]; then
+    rm -rf "$WORK/bad"; cp -r "$WORK/phimoe-long" "$WORK/bad"
+    sed -i 's/"num_experts_per_tok": 2/"num_experts_per_tok": 3/' "$WORK/bad/config.json"
+    refused "phimoe: top-3 sparsemixer" "num_experts_per_tok 3"
+    cp "$WORK/phimoe-long/config.json" "$WORK/bad/config.json"
+    "$PYTHON" - "$WORK/bad" "$REF" <<'PY' || fail "phimoe: could not drop a norm bias"
+import sys; sys.path.insert(0, sys.argv[2])
+import safetensors_np as st
+t = st.load_dir(sys.argv[1]); t = t[0] if isinstance(t, tuple) else t
+del t["model.layers.1.post_attention_layernorm.bias"]
+st.save(sys.argv[1] + "/model.safetensors", t)
+PY
+    refused "phimoe: a LayerNorm without its bias" "blk.1.ffn_norm.bias"
 fi
 # GLM-4.5: the MTP layer's tensors are skipped only because the config says it is one; a
 # group count that does not divide the experts is refused by name

@@ -96,17 +96,20 @@ case_ qwen3moe-yarn --family qwen3_moe --seed 31 --layers 2 --hidden 64 --heads 
     --experts 6 --top-k 2 --ff 32 --vocab 160 --max-pos 256 \
     --rope-scaling '{"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64}'
 
-# SmallThinker's GGUF layout (llama.cpp's "smallthinker") is not read: refused by name
-if [ -f "$WORK/glm45.gguf" ]; then
-    "$PYTHON" - "$REF" "$WORK/glm45.gguf" "$WORK/st.gguf" <<'EOF2'
+# GGUF layouts colibri does not read are refused by name: SmallThinker's (llama.cpp's
+# "smallthinker") and Phi-3.5-MoE's (llama.cpp's "phimoe": RMSNorm and softmax routing)
+for arch in smallthinker phimoe; do
+    [ -f "$WORK/glm45.gguf" ] || break
+    "$PYTHON" - "$REF" "$WORK/glm45.gguf" "$WORK/st.gguf" "$arch" <<'EOF2'
 import sys
 sys.path.insert(0, sys.argv[1])
 import gguf_np as G
 kv, ty, t = G.read_typed(sys.argv[2])
-items = [(k.replace("glm4moe.", "smallthinker."), ty[k], "smallthinker" if k == "general.architecture" else kv[k]) for k in kv]
+a = sys.argv[4]
+items = [(k.replace("glm4moe.", a + "."), ty[k], a if k == "general.architecture" else kv[k]) for k in kv]
 G.write(sys.argv[3], items, [(n, G.tensor_f32(x)) for n, x in t.items()])
 EOF2
-    if "$COLIBRI" run -m "$WORK/st.gguf" --tokens 1,2 -n 1 >/dev/null 2>"$WORK/err"; then fail "smallthinker GGUF accepted"
-    else grep -q "'smallthinker' is not supported" "$WORK/err" || fail "smallthinker GGUF refusal does not name it: $(cat "$WORK/err")"; fi
-fi
+    if "$COLIBRI" run -m "$WORK/st.gguf" --tokens 1,2 -n 1 >/dev/null 2>"$WORK/err"; then fail "$arch GGUF accepted"
+    else grep -q "'$arch' is not supported" "$WORK/err" || fail "$arch GGUF refusal does not name it: $(cat "$WORK/err")"; fi
+done
 finish gguf_families

@@ -44,7 +44,8 @@ ARCH = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "mixtral":
         "qwen3_moe": "Qwen3MoeForCausalLM", "olmoe": "OlmoeForCausalLM", "deepseek_v2": "DeepseekV2ForCausalLM",
         "deepseek_v3": "DeepseekV3ForCausalLM", "granitemoe": "GraniteMoeForCausalLM",
         "glm4_moe": "Glm4MoeForCausalLM", "ernie4_5_moe": "Ernie4_5_MoeForCausalLM",
-        "smallthinker": "SmallThinkerForCausalLM", "gpt_oss": "GptOssForCausalLM", "llama4": "Llama4ForCausalLM"}
+        "smallthinker": "SmallThinkerForCausalLM", "gpt_oss": "GptOssForCausalLM", "llama4": "Llama4ForCausalLM",
+        "phimoe": "PhimoeForCausalLM"}
 
 
 def build_config(a):
@@ -64,6 +65,10 @@ def build_config(a):
                         "beta_fast": 32, "beta_slow": 1, "mscale": a.mscale, "mscale_all_dim": a.mscale_all_dim}
         c["max_position_embeddings"] = int(orig * a.yarn)  # keeps factor == max_pos / original
     c["rope_scaling"] = rope_scaling
+    if rope_scaling and rope_scaling.get("original_max_position_embeddings") and \
+            rope_scaling.get("rope_type", rope_scaling.get("type")) == "longrope":
+        # older transformers read it from the config itself (Phi3Config / PhimoeConfig set both)
+        c["original_max_position_embeddings"] = rope_scaling["original_max_position_embeddings"]
     ff, E, k = a.ff, a.experts, a.top_k
     dense_ff = a.dense_ff or 2 * ff
     if f in ("llama", "mistral"):
@@ -163,6 +168,8 @@ def build_config(a):
             raise SystemExit("gpt_oss: hidden and ff must be multiples of 32 (MXFP4 blocks)")
     elif f == "llama4":
         llama4_config(a, c)
+    elif f == "phimoe":
+        phimoe_config(a, c)
     if a.sliding_window and f in ("qwen2_moe", "qwen3_moe"):
         c.update(use_sliding_window=True, sliding_window=a.sliding_window,
                  max_window_layers=a.max_window_layers if a.max_window_layers is not None else 0)
@@ -233,6 +240,28 @@ def llama4_conditional(cfg, tensors, rng):
     return outer, t
 
 
+def phimoe_config(a, c):
+    """Phi-3.5-MoE (PhimoeConfig): Mixtral's experts, LayerNorm with biases, q/k/v/o and LM
+    head biases, sparsemixer routing (top-2) with router_jitter_noise, LongRoPE with random
+    short / long factors of head_dim / 2 entries and short_mscale / long_mscale."""
+    hd = a.hidden // a.heads
+    if a.head_dim and a.head_dim != hd:
+        raise SystemExit("phimoe: head_dim is hidden / heads")
+    c["architectures"] = [a.arch_name or "PhimoeForCausalLM"]
+    c.update(intermediate_size=a.ff, num_local_experts=a.experts, num_experts_per_tok=a.top_k,
+             router_jitter_noise=a.router_jitter, input_jitter_noise=0.01, attention_bias=True,
+             lm_head_bias=bool(a.lm_head_bias), sliding_window=a.sliding_window or None,
+             output_router_logits=False, router_aux_loss_coef=0.0)
+    if a.longrope_orig:
+        frng = np.random.default_rng(a.seed + 31)
+        orig = a.longrope_orig
+        c["rope_scaling"] = {"type": "longrope", "original_max_position_embeddings": orig,
+                             "short_factor": [float(x) for x in np.round(1 + frng.random(hd // 2), 4)],
+                             "long_factor": [float(x) for x in np.round(1 + 8 * frng.random(hd // 2), 4)],
+                             "short_mscale": a.short_mscale, "long_mscale": a.long_mscale}
+        c["original_max_position_embeddings"] = orig
+
+
 def tensor_shapes(c):
     """{name: (shape, kind)}; kind in embed/linear/lm_head/norm/bias/router/ebias."""
     f = c["model_type"]
@@ -273,7 +302,7 @@ def tensor_shapes(c):
             if f == "olmoe":
                 s[a + "q_norm.weight"] = ((H * hd,), "norm")
                 s[a + "k_norm.weight"] = ((Hk * hd,), "norm")
-            if f == "gpt_oss":
+            if f in ("gpt_oss", "phimoe"):
                 for n, rows in (("q", H * hd), ("k", Hk * hd), ("v", Hk * hd), ("o", h)):
                     s[a + n + "_proj.bias"] = ((rows,), "bias")
             if c.get("attention_sinks") or f == "gpt_oss":
@@ -297,7 +326,7 @@ def tensor_shapes(c):
 
         if f in ("llama", "mistral"):
             mlp(p + "mlp.", c["intermediate_size"])
-        elif f == "mixtral":
+        elif f in ("mixtral", "phimoe"):
             E = c["num_local_experts"]
             s[p + "block_sparse_moe.gate.weight"] = ((E, h), "router")
             for e in range(E):
@@ -383,6 +412,13 @@ def tensor_shapes(c):
             s[b + "router.layer.weight"] = ((E, h), "router")
             s[b + "input_linear.weight"] = ((E, 2 * ff, h), "linear")
             s[b + "output_linear.weight"] = ((E, h, ff), "linear")
+    if f == "phimoe":  # nn.LayerNorm biases, lm_head_bias
+        s["model.norm.bias"] = ((h,), "bias")
+        for L in range(c["num_hidden_layers"]):
+            for nm in ("input_layernorm", "post_attention_layernorm"):
+                s[f"model.layers.{L}.{nm}.bias"] = ((h,), "bias")
+        if c.get("lm_head_bias"):
+            s["lm_head.bias"] = ((V,), "bias")
     if f == "ernie4_5_moe" and c.get("num_nextn_predict_layers"):  # ERNIE's MTP weights (model.mtp_*), ignored on load
         s["model.mtp_emb_norm.0.weight"] = ((h,), "norm")
         s["model.mtp_hidden_norm.0.weight"] = ((h,), "norm")
@@ -614,6 +650,13 @@ def main(argv=None):
     ap.add_argument("--attn-scale", type=float, default=0.1, help="llama4: attn_scale")
     ap.add_argument("--conditional", action="store_true",
                     help="llama4: write the Llama4ForConditionalGeneration layout (text_config, language_model.*)")
+    ap.add_argument("--router-jitter", type=float, default=0.01, help="phimoe: router_jitter_noise")
+    ap.add_argument("--lm-head-bias", type=int, default=1, help="phimoe: lm_head_bias")
+    ap.add_argument("--longrope-orig", type=int, default=0,
+                    help="phimoe: LongRoPE with this original_max_position_embeddings (0: no rope_scaling)")
+    ap.add_argument("--short-mscale", type=float, default=1.1)
+    ap.add_argument("--long-mscale", type=float, default=1.3)
+    ap.add_argument("--arch-name", help="phimoe: architectures[0] (PhimoeForCausalLM or PhiMoEForCausalLM)")
     ap.add_argument("--tokens", help="token list for the margin check (default: BOS + random)")
     ap.add_argument("--n-tokens", type=int, default=40)
     ap.add_argument("--margin", type=float, default=1e-3)

@@ -4,7 +4,8 @@ pass (eager attention, causal, batch 1) for the model families colibri supports:
 
   llama (also mistral / qwen2 / qwen3 dense), mixtral, qwen2_moe, qwen3_moe, olmoe,
   deepseek_v2, deepseek_v3, granitemoe, glm4_moe, ernie4_5_moe, smallthinker (remote code modeling_smallthinker.py), gpt_oss,
-  llama4_text (Llama4ForCausalLM, and the text part of Llama4ForConditionalGeneration).
+  llama4_text (Llama4ForCausalLM, and the text part of Llama4ForConditionalGeneration),
+  phimoe (Phi-3.5-MoE: LayerNorm, sparsemixer, LongRoPE).
 
 It reads an HF directory (config.json + model.safetensors, or shards with
 model.safetensors.index.json; F32/F16/BF16) and computes raw logits for every position.
@@ -134,6 +135,25 @@ def rmsnorm(x, w, eps):
     return (w * (x * s)).astype(F32)
 
 
+def layernorm(x, w, b, eps):
+    """torch.nn.LayerNorm (biased variance): (x - mean) * rstd * w + b, mean and rstd
+    evaluated in float64 and rounded once."""
+    x = x.astype(F32)
+    x64 = x.astype(F64)
+    mean = np.mean(x64, axis=-1, keepdims=True)
+    var = np.mean((x64 - mean) ** 2, axis=-1, keepdims=True)
+    rstd = (1.0 / np.sqrt(var + float(eps))).astype(F32)
+    return ((x - mean.astype(F32)) * rstd * w + b).astype(F32)
+
+
+def block_norm(m, x, prefix, eps):
+    """A decoder layer's or the final norm: nn.LayerNorm with its bias for Phi-3.5-MoE,
+    RMSNorm for every other family."""
+    if m.family == "phimoe":
+        return layernorm(x, m.w(prefix + ".weight"), m.w(prefix + ".bias"), eps)
+    return rmsnorm(x, m.w(prefix + ".weight"), eps)
+
+
 def silu(x):
     with np.errstate(over="ignore"):
         return (x / (F32(1.0) + exp32(-x))).astype(F32)
@@ -254,7 +274,31 @@ def rope_params(cfg, dim, seq_len):
         ext_factor = 1.0 - ramp
         inv = inter * (1.0 - ext_factor) + extra * ext_factor
         return inv, float(att)
+    if rtype == "longrope":
+        return longrope_params(cfg, rs, base, dim, seq_len)
     raise ValueError(f"rope_scaling type {rtype!r} not supported")
+
+
+def longrope_params(cfg, rs, base, dim, seq_len):
+    """_compute_longrope_parameters: inv_freq = 1 / (ext * base^(2i/dim)), ext = long_factor
+    when seq_len > original_max_position_embeddings, else short_factor; attention factor
+    rope_scaling.attention_factor, else sqrt(1 + ln(factor) / ln(original)) with factor =
+    rope_scaling.factor or max_position_embeddings / original (1 when factor <= 1).
+    PhimoeRotaryEmbedding replaces it by long_mscale / short_mscale by the same rule."""
+    orig = rs.get("original_max_position_embeddings") or cfg.get("original_max_position_embeddings") \
+        or cfg["max_position_embeddings"]
+    factor = rs.get("factor") or cfg["max_position_embeddings"] / orig
+    att = rs.get("attention_factor")
+    if att is None:
+        att = 1.0 if factor <= 1.0 else math.sqrt(1 + math.log(factor) / math.log(orig))
+    lng = bool(seq_len and seq_len > orig)
+    ext = np.asarray(rs["long_factor"] if lng else rs["short_factor"], dtype=F32).astype(F64)
+    if ext.shape != (dim // 2,):
+        raise ValueError(f"longrope factors must have {dim // 2} entries")
+    ms = rs.get("long_mscale" if lng else "short_mscale")
+    if cfg.get("model_type") == "phimoe" and ms is not None:
+        att = ms
+    return _default_inv_freq(base, dim) / ext, float(att)
 
 
 def rope_cos_sin(inv_freq, n, att):
@@ -594,6 +638,37 @@ def route_smallthinker(m, logits):
     return idx, w, _margin_desc(sigmoid(logits), k)
 
 
+def route_sparsemixer(logits, jitter, k):
+    """modeling_phimoe.sparsemixer in eval mode (top_k 2 only there): per step, the best
+    logit m among the experts not chosen yet (ties: the first), every logit s with
+    (m - s) / max(|s|, m) > 2 * jitter masked out (the chosen ones too), softmax over the
+    rest, the chosen expert's probability there as its weight. Margin: the smallest gap
+    between a chosen logit and the next one, and between a ratio and 2 * jitter."""
+    if k != 2:
+        raise ValueError("sparsemixer: top_k must be 2")
+    s = logits.astype(F32)
+    n = s.shape[0]
+    rows = np.arange(n)
+    masked = s.copy()
+    idx = np.zeros((n, k), dtype=np.int64)
+    w = np.zeros((n, k), dtype=F32)
+    margins = []
+    for j in range(k):
+        mx = masked.max(axis=1, keepdims=True)
+        sel = np.argmax(masked, axis=1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            ratio = ((mx - s) / np.maximum(np.abs(s), mx)).astype(F32)
+        drop = ratio > F32(2 * jitter)
+        p = softmax(np.where(drop, F32(-np.inf), masked).astype(F32), axis=-1)
+        idx[:, j], w[:, j] = sel, p[rows, sel]
+        live = np.isfinite(masked)
+        margins.append(_margin_desc(masked, 1))
+        gap = np.where(live & np.isfinite(ratio), np.abs(ratio.astype(F64) - 2 * jitter), np.inf)
+        margins.append(gap.min(axis=1))
+        masked[rows, sel] = -np.inf
+    return idx, w, np.minimum.reduce(margins)
+
+
 def moe_combine(m, x, idx, w, expert_fn):
     out = np.zeros_like(x, dtype=F32)
     for e in np.unique(idx):
@@ -681,6 +756,12 @@ def ffn(m, x, L, trace=None):
         return gpt_oss_ffn(m, x, L, record)
     if fam == "llama4_text":
         return llama4_ffn(m, x, L, record)
+    if fam == "phimoe":
+        pre = p + "block_sparse_moe."
+        logits = linear(m, x, pre + "gate.weight")
+        idx, w, mg = route_sparsemixer(logits, cfg.get("router_jitter_noise", 0.01), cfg["num_experts_per_tok"])
+        record(idx, mg)
+        return moe_combine(m, x, idx, w, lambda e, xs: mlp(m, xs, f"{pre}experts.{e}.", ("w1", "w3", "w2")))
     if fam == "granitemoe":
         pre = p + "block_sparse_moe."
         logits = linear(m, x, pre + "router.layer.weight")
@@ -700,7 +781,7 @@ def ffn(m, x, L, trace=None):
 
 FAMILIES = {"llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe", "olmoe",
             "deepseek_v2", "deepseek_v3", "granitemoe", "glm4_moe", "ernie4_5_moe",
-            "smallthinker", "gpt_oss", "llama4_text"}
+            "smallthinker", "gpt_oss", "llama4_text", "phimoe"}
 
 
 # ----------------------------------------------------------------------------- gpt-oss
@@ -907,15 +988,15 @@ def forward(m, tokens, trace=None, upto_layer=None):
     for L in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{L}."
         m.router_input = x  # SmallThinker's router reads the layer's input
-        h = rmsnorm(x, m.w(p + "input_layernorm.weight"), eps)
+        h = block_norm(m, x, p + "input_layernorm", eps)
         a = attn_mla(m, h, L, rope) if mla else attn_standard(m, h, L, rope)
         x = (x + (a * resm if granite else a)).astype(F32)
-        h = rmsnorm(x, m.w(p + "post_attention_layernorm.weight"), eps)
+        h = block_norm(m, x, p + "post_attention_layernorm", eps)
         f = ffn(m, h, L, trace)
         x = (x + (f * resm if granite else f)).astype(F32)
         if upto_layer is not None and L >= upto_layer:
             return None
-    x = rmsnorm(x, m.w("model.norm.weight"), eps)
+    x = block_norm(m, x, "model.norm", eps)
     head = "lm_head.weight" if m.has("lm_head.weight") else "model.embed_tokens.weight"
     if head != "lm_head.weight" and cfg.get("tie_word_embeddings") is False:
         raise KeyError("lm_head.weight missing and tie_word_embeddings is false")

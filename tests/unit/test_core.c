@@ -155,6 +155,13 @@ static void test_ops(void **state) {
     assert_float_equal(y[0], r, 1e-6);
     assert_float_equal(y[2], 6 * r, 1e-6);
     assert_float_equal(y[3], 2 * r, 1e-6);
+    /* layernorm of (1,2,3,4): mean 2.5, variance 1.25 */
+    const float b[4] = {0.5f, 0, 0, -1};
+    clb_layernorm(y, x, w, b, 4, 0.0f);
+    const float ri = 1.0f / sqrtf(1.25f);
+    assert_float_equal(y[0], -1.5f * ri + 0.5f, 1e-6);
+    assert_float_equal(y[2], 2 * 0.5f * ri, 1e-6);
+    assert_float_equal(y[3], 0.5f * 1.5f * ri - 1, 1e-6);
     float s[3] = {0, logf(2), logf(5)};
     clb_softmax(s, 3);
     assert_float_equal(s[0], 0.125f, 1e-6);
@@ -172,7 +179,7 @@ static void test_rope(void **state) {
     hp.n_rot = 4;
     hp.rope_theta = 100.0f;
     clb_rope r;
-    assert_int_equal(clb_rope_init(&r, &hp, NULL), 0);
+    assert_int_equal(clb_rope_init(&r, &hp, NULL, 0), 0);
     /* NEOX pairs (0,2),(1,3) with frequencies 1 and 1/10 */
     float v[4] = {1, 1, 0, 0};
     clb_rope_apply(&r, v, 1, 4, 0, 3);
@@ -191,7 +198,7 @@ static void test_rope(void **state) {
     /* linear scaling divides the frequencies */
     hp.rope_scaling = CLB_ROPE_SCALING_LINEAR;
     hp.rope_factor = 4.0f;
-    assert_int_equal(clb_rope_init(&r, &hp, NULL), 0);
+    assert_int_equal(clb_rope_init(&r, &hp, NULL, 0), 0);
     float z[4] = {1, 1, 0, 0};
     clb_rope_apply(&r, z, 1, 4, 0, 4);
     assert_float_equal(z[0], cosf(1.0f), 1e-6);

@@ -55,6 +55,35 @@ static void test_temperature(void **state) {
     assert_float_equal(w[0], sqrtf(2.0f) / (1.0f + sqrtf(2.0f)), 1e-6);
 }
 
+static void test_sparsemixer(void **state) {
+    (void)state;
+    /* Phi-3.5-MoE: threshold 2 * jitter on (m - s) / max(|s|, m). jitter 0.38: step 1 keeps
+       4, 3.9 and 1 (ratios 0, 0.025, 0.75), step 2 (expert 0 out, m = 3.9) keeps 3.9 and 1
+       (0.744), not -2 (1.51) */
+    const float lg[4] = {4.0f, 3.9f, 1.0f, -2.0f};
+    clb_router_cfg c = {.n_expert = 4, .k = 2, .score = CLB_SCORE_SPARSEMIXER, .jitter = 0.38f};
+    int sel[4];
+    float w[4];
+    route(&c, lg, sel, w);
+    assert_int_equal(sel[0], 0);
+    assert_int_equal(sel[1], 1);
+    assert_float_equal(w[0], 1.0f / (1.0f + expf(-0.1f) + expf(-3.0f)), 1e-6);
+    assert_float_equal(w[1], 1.0f / (1.0f + expf(-2.9f)), 1e-6);
+    /* the published 0.01 masks all but the best of each step */
+    c.jitter = 0.01f;
+    route(&c, lg, sel, w);
+    assert_float_equal(w[0], 1.0f, 1e-7);
+    assert_float_equal(w[1], 1.0f, 1e-7);
+    /* negative logits: the factor is |s| (m < 0) */
+    const float ng[3] = {-1.0f, -1.005f, -3.0f};
+    c.n_expert = 3;
+    route(&c, ng, sel, w);
+    assert_int_equal(sel[0], 0);
+    assert_float_equal(w[0], 1.0f / (1.0f + expf(-0.005f)), 1e-6);
+    assert_int_equal(sel[1], 1);
+    assert_float_equal(w[1], 1.0f, 1e-7);
+}
+
 static void test_sigmoid_bias_groups(void **state) {
     (void)state;
     /* sigmoid scores; the bias changes the choice but not the weights */
@@ -115,6 +144,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_softmax_topk_renorm),
         cmocka_unit_test(test_temperature),
+        cmocka_unit_test(test_sparsemixer),
         cmocka_unit_test(test_sigmoid_bias_groups),
         cmocka_unit_test(test_top_p),
     };
