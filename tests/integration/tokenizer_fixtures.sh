@@ -6,7 +6,9 @@
 #     tokens kept), decoded_skip (decode of ids_special without special tokens);
 #   unigram/vocab-t5.gguf: the same SentencePiece model as a GGUF "t5" vocabulary vs
 #     SentencePiece's own ids;
-#   llamacpp-suite/*.gguf: every .inp input against its .out line (no BOS, no special parsing).
+#   llamacpp-suite/*.gguf: every .inp input against its .out line (no BOS, no special parsing);
+#   gpt-oss/cases.jsonl (o200k, from tokenizer.json.xz): ids, ids_special, ids_nospecial (special
+#     tokens left as text), decoded, decoded_skip; gpt-oss/decode.jsonl: ids cutting characters.
 # Prints "N/M cases passed" per file and check; exits non-zero on any mismatch.
 # Env: COLIBRI (the CLI), PYTHON (default /usr/bin/python3), WORK (scratch dir, optional).
 set -eu
@@ -17,7 +19,7 @@ WORK=${WORK:-${TMPDIR:-/tmp}/colibri-tokfix.$$}
 mkdir -p "$WORK"
 
 exec "$PYTHON" - "$COLIBRI" "$FIX" "$WORK" <<'EOF'
-import json, os, subprocess, sys
+import json, lzma, os, shutil, subprocess, sys
 
 colibri, fix, work = sys.argv[1], sys.argv[2], sys.argv[3]
 failed = 0
@@ -98,6 +100,32 @@ for name in ("wordpiece", "wordlevel", "unigram"):
     report(name + "/cases.jsonl decoded_skip", None if out is None else [json.loads(l) for l in out],
            [c["decoded_skip"] for c in cases], texts, repr)
 
+# gpt-oss/ (o200k: byte-level BPE, ignore_merges, the o200k regex, harmony special tokens; ids
+# from Hugging Face's tokenizers): tokenizer.json is committed xz-compressed, unpacked here with
+# Python's lzma beside a copy of tokenizer_config.json and loaded from there like any other
+oss = os.path.join(fix, "gpt-oss")
+oss_work = os.path.join(work, "gpt-oss")
+os.makedirs(oss_work, exist_ok=True)
+oss_tok = os.path.join(oss_work, "tokenizer.json")
+with lzma.open(os.path.join(oss, "tokenizer.json.xz")) as f, open(oss_tok, "wb") as o:
+    shutil.copyfileobj(f, o)
+shutil.copy(os.path.join(oss, "tokenizer_config.json"), oss_work)
+oss_cases = [json.loads(l) for l in open(os.path.join(oss, "cases.jsonl"), encoding="utf-8")]
+oss_texts = [c["text"] for c in oss_cases]
+total_files += 1
+for field, flags in (("ids", ()), ("ids_special", ("--special",)), ("ids_nospecial", ("--no-parse-special",))):
+    out = run(oss_tok, oss_texts, *flags)
+    report("gpt-oss/cases.jsonl " + field, None if out is None else [ids_of(l) for l in out],
+           [c[field] for c in oss_cases], oss_texts, str)
+for field, flags in (("decoded", ()), ("decoded_skip", ("--skip-special",))):
+    out = run(oss_tok, [c["ids"] for c in oss_cases], "--decode", *flags)
+    report("gpt-oss/cases.jsonl " + field, None if out is None else [json.loads(l) for l in out],
+           [c[field] for c in oss_cases], oss_texts, repr)
+dec = [json.loads(l) for l in open(os.path.join(oss, "decode.jsonl"), encoding="utf-8")]
+out = run(oss_tok, [d["ids"] for d in dec], "--decode")
+report("gpt-oss/decode.jsonl decoded", None if out is None else [json.loads(l) for l in out],
+       [d["decoded"] for d in dec], [str(d["ids"]) for d in dec], repr)
+
 # the same SentencePiece model as llama.cpp's GGUF "t5" vocabulary, against SentencePiece itself
 # (texts with user-defined pieces: SentencePiece prefixes the whole text once, llama.cpp each
 # fragment between them, as tokenizers does: there the expected ids are tokenizers')
@@ -139,14 +167,16 @@ while size < 2000000:
     size += len(p.encode("utf-8")) + 1
 bench = os.path.join(work, "bench.txt")
 open(bench, "w", encoding="utf-8").write("\n".join(paras))
-for name in ("llama2", "qwen3"):
-    p = subprocess.run([colibri, "tokenize", "--tokenizer", os.path.join(fix, name, "tokenizer.json"),
+for name, path in (("llama2", os.path.join(fix, "llama2", "tokenizer.json")),
+                   ("qwen3", os.path.join(fix, "qwen3", "tokenizer.json")), ("gpt-oss", oss_tok)):
+    p = subprocess.run([colibri, "tokenize", "--tokenizer", path,
                         "--bench", bench], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     print("%s %s" % (name, p.stdout.decode(errors="replace").strip()))
     if p.returncode != 0:
         failed += 1
 
 os.remove(bench)
+shutil.rmtree(oss_work)
 print("tokenizer fixtures: %s" % ("all passed" if not failed else "%d checks FAILED" % failed))
 sys.exit(1 if failed else 0)
 EOF
