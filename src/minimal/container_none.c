@@ -56,6 +56,7 @@ int clb_container_read_chunk(const clb_container *c, int ci, uint8_t *plain, uin
     (void)c, (void)ci, (void)plain, (void)scratch, (void)k;
     return clb_err(COLIBRI_ERR_UNSUPPORTED, "no decoders in this minimal build");
 }
+void clb_container_release_chunk(const clb_container *c, int ci) { (void)c, (void)ci; } /* no v2 files open */
 uint64_t clb_container_max_seg(const clb_container *c) {
     (void)c;
     return 0;
