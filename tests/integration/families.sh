@@ -219,16 +219,16 @@ if grep -q longrope "$WORK/bad/config.json"; then
     if "$COLIBRI" convert "$WORK/bad" -o "$WORK/bad.colibri" 2>"$WORK/err"; then fail "longrope without factors accepted"
     else grep -q "longrope needs short_factor" "$WORK/err" || fail "longrope refusal does not name it: $(cat "$WORK/err")"; fi
 fi
-# refused WHAT PATTERN: converting $WORK/bad fails with an error matching PATTERN
+# refused SRC WHAT PATTERN: converting SRC fails with PATTERN in the message
 refused() {
-    if "$COLIBRI" convert "$WORK/bad" -o "$WORK/bad.colibri" 2>"$WORK/err"; then fail "$1 accepted"
-    else grep -q "$2" "$WORK/err" || fail "$1: the refusal does not name $2: $(cat "$WORK/err")"; fi
+    if "$COLIBRI" convert "$1" -o "$WORK/bad.colibri" 2>"$WORK/err"; then fail "$2 accepted"
+    else grep -q "$3" "$WORK/err" || fail "$2: the refusal does not name $3: $(cat "$WORK/err")"; fi
 }
 # Phi-3.5-MoE: sparsemixer is defined for top-2 only; LayerNorm needs its biases
 if [ -f "$WORK/phimoe-long/config.json" ]; then
     rm -rf "$WORK/bad"; cp -r "$WORK/phimoe-long" "$WORK/bad"
     sed -i 's/"num_experts_per_tok": 2/"num_experts_per_tok": 3/' "$WORK/bad/config.json"
-    refused "phimoe: top-3 sparsemixer" "num_experts_per_tok 3"
+    refused "$WORK/bad" "phimoe: top-3 sparsemixer" "num_experts_per_tok 3"
     cp "$WORK/phimoe-long/config.json" "$WORK/bad/config.json"
     "$PYTHON" - "$WORK/bad" "$REF" <<'PY' || fail "phimoe: could not drop a norm bias"
 import sys; sys.path.insert(0, sys.argv[2])
@@ -237,7 +237,7 @@ t = st.load_dir(sys.argv[1]); t = t[0] if isinstance(t, tuple) else t
 del t["model.layers.1.post_attention_layernorm.bias"]
 st.save(sys.argv[1] + "/model.safetensors", t)
 PY
-    refused "phimoe: a LayerNorm without its bias" "blk.1.ffn_norm.bias"
+    refused "$WORK/bad" "phimoe: a LayerNorm without its bias" "blk.1.ffn_norm.bias"
 fi
 # GLM-4.5: the MTP layer's tensors are skipped only because the config says it is one; a
 # group count that does not divide the experts is refused by name
@@ -259,12 +259,7 @@ if [ -f "$WORK/ernie45/config.json" ]; then
     else grep -q "use_bias" "$WORK/err" || fail "ernie4_5_moe use_bias refusal does not name it: $(cat "$WORK/err")"; fi
 fi
 # Llama-4: layer types it has no mask for, and a non-numeric attn_temperature_tuning, are
-# refused by name; so is a llama4 GGUF file. refused SRC WHAT PATTERN: converting SRC fails
-# with PATTERN in the message.
-refused() {
-    if "$COLIBRI" convert "$1" -o "$WORK/bad.colibri" 2>"$WORK/err"; then fail "$2 accepted"
-    else grep -q "$3" "$WORK/err" || fail "$2: the refusal does not name it: $(cat "$WORK/err")"; fi
-}
+# refused by name (refused, above); so is a llama4 GGUF file.
 if [ -f "$WORK/llama4/config.json" ]; then
     rm -rf "$WORK/bad"; cp -r "$WORK/llama4" "$WORK/bad"
     "$PYTHON" -c "import json, sys; c = json.load(open(sys.argv[1])); \
