@@ -353,11 +353,65 @@ bool clb_json_int(const cJSON *v, double lo, double hi, int32_t *out) {
     return true;
 }
 
-pcre2_code *clb_regex_compile(const char *pattern, size_t len, const char *what) {
+/* Hugging Face's tokenizers run their regexes with Oniguruma (Ruby syntax), whose escapes mean
+   other things than PCRE2's in three places: \s is White_Space (PCRE2's, with UCP, also takes
+   U+180E MONGOLIAN VOWEL SEPARATOR), \h is a hex digit (PCRE2: horizontal space) and \v is
+   U+000B alone (PCRE2: vertical space). Rewrites those escapes into PCRE2 syntax with Oniguruma's
+   meaning, inside character classes too; everything else is copied, \Q...\E verbatim. */
+static char *onig_escapes(const char *p, size_t n, size_t *out_len, const char *what) {
+    clb_buf b = {0};
+    bool in_class = false;
+    int rc = clb_buf_put(&b, "", 0);
+    for (size_t i = 0; i < n && rc == COLIBRI_OK;) {
+        const char *rep = NULL;
+        size_t take = 1;
+        if (p[i] == '\\' && i + 1 < n) {
+            char e = p[i + 1];
+            take = 2;
+            if (e == 's') rep = "\\p{White_Space}";
+            else if (e == 'S') rep = "\\P{White_Space}";
+            else if (e == 'v') rep = "\\x{0B}";
+            else if (e == 'h') rep = in_class ? "0-9A-Fa-f" : "[0-9A-Fa-f]";
+            else if (e == 'H' && !in_class) rep = "[^0-9A-Fa-f]";
+            else if (e == 'H') {
+                rc = clb_err(COLIBRI_ERR_UNSUPPORTED,
+                             "tokenizer: %s regex: \\H inside a character class is not supported", what);
+                break;
+            } else if (e == 'Q' || e == 'E') {
+                rc = clb_err(COLIBRI_ERR_UNSUPPORTED,
+                             "tokenizer: %s regex: \\%c (PCRE2 quoting; Oniguruma has none) is not supported", what, e);
+                break;
+            }
+        } else if (p[i] == '[' && !in_class) {
+            in_class = true;
+            if (i + 1 < n && p[i + 1] == '^') take++;
+            if (i + take < n && p[i + take] == ']') take++; /* a leading ] is a literal */
+        } else if (p[i] == '[' && i + 1 < n && p[i + 1] == ':') {
+            const char *end = memchr(p + i + 2, ']', n - i - 2); /* [:alpha:] */
+            take = end ? (size_t)(end + 1 - (p + i)) : 1;
+        } else if (p[i] == ']') {
+            in_class = false;
+        }
+        rc = rep ? clb_buf_put(&b, rep, strlen(rep)) : clb_buf_put(&b, p + i, take);
+        i += take;
+    }
+    if (rc != COLIBRI_OK) {
+        clb_buf_free(&b);
+        return NULL;
+    }
+    *out_len = b.n;
+    return b.p;
+}
+
+pcre2_code *clb_regex_compile(const char *pattern_in, size_t len_in, const char *what) {
     int err = 0;
     PCRE2_SIZE erroff = 0;
+    size_t len = 0;
+    char *pattern = onig_escapes(pattern_in, len_in, &len, what);
+    if (!pattern) return NULL;
     pcre2_code *re = pcre2_compile((PCRE2_SPTR)pattern, len, PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF,
                                    &err, &erroff, NULL);
+    clb_free(pattern);
     if (!re) {
         PCRE2_UCHAR msg[256];
         pcre2_get_error_message(err, msg, sizeof msg);

@@ -397,6 +397,56 @@ static void test_added_token_flags(void **st) {
     clb_tokenizer_free(t);
 }
 
+/* A WordLevel tokenizer whose only pre-tokenizer is Split(re, Isolated); re is JSON-escaped. */
+static clb_tokenizer *split_tokenizer(const char *re) {
+    char js[1024];
+    snprintf(js, sizeof js,
+             "{\"model\": {\"type\": \"WordLevel\", \"unk_token\": \"!\", \"vocab\": {\"!\": 0, \"a\": 1,"
+             " \"b\": 2, \"9\": 3, \" \": 4, \"\\t\": 5, \"\\n\": 6, \"\\u000b\": 7, \"q\": 8, \"z\": 9,"
+             " \"\\u180e\": 10}}, \"pre_tokenizer\": {\"type\": \"Split\", \"pattern\": {\"Regex\": \"%s\"},"
+             " \"behavior\": \"Isolated\", \"invert\": false}}",
+             re);
+    return clb_tokenizer_from_hf(js, strlen(js), NULL);
+}
+
+/* Regex escapes with Oniguruma's meaning (Hugging Face's tokenizers run Split patterns with it):
+   \s is White_Space, without U+180E; \h a hex digit; \v U+000B alone. Expected ids from
+   Hugging Face's Rust tokenizers (npm tokenizers@0.23.2) on this very tokenizer.json. */
+static void test_regex_escapes(void **st) {
+    (void)st;
+    static const struct {
+        const char *re;
+        int32_t want1[8], want2[5];
+        size_t n1, n2;
+    } cases[] = {
+        {"\\\\s", {0, 4, 5, 6, 7, 0}, {10, 4, 0}, 6, 3},
+        {"\\\\S", {1, 2, 3, 0, 8, 10, 9}, {10, 4, 10, 0, 0}, 7, 5},
+        {"[^\\\\S]", {0, 4, 5, 6, 7, 0}, {10, 4, 0}, 6, 3},
+        {"\\\\h", {1, 2, 3, 0}, {0}, 4, 1},
+        {"[\\\\h]", {1, 2, 3, 0}, {0}, 4, 1},
+        {"\\\\H", {0, 4, 5, 6, 7, 8, 10, 9}, {10, 4, 10, 0, 0}, 8, 5},
+        {"\\\\v", {0, 7, 0}, {0}, 3, 1},
+        {"[\\\\v]", {0, 7, 0}, {0}, 3, 1},
+    };
+    const char *s1 = "ab9 \t\n\vq\xe1\xa0\x8ez", *s2 = "\xe1\xa0\x8e \xe1\xa0\x8e\\s";
+    int32_t ids[16];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        clb_tokenizer *t = split_tokenizer(cases[i].re);
+        if (!t) fprintf(stderr, "%s: %s\n", cases[i].re, clb_last_error());
+        assert_non_null(t);
+        size_t n = enc(t, s1, false, true, ids, 16);
+        assert_ids(ids, n, cases[i].want1, cases[i].n1);
+        n = enc(t, s2, false, true, ids, 16);
+        assert_ids(ids, n, cases[i].want2, cases[i].n2);
+        clb_tokenizer_free(t);
+    }
+    /* refused, naming the escape: \H in a class, PCRE2's \Q...\E quoting */
+    assert_null(split_tokenizer("[\\\\H]"));
+    assert_non_null(strstr(clb_last_error(), "\\H"));
+    assert_null(split_tokenizer("\\\\Qa\\\\E"));
+    assert_non_null(strstr(clb_last_error(), "\\Q"));
+}
+
 /* Hostile precompiled charsmaps fail cleanly or give no match, never read outside. */
 static void test_charsmap_bounds(void **st) {
     (void)st;
@@ -430,6 +480,7 @@ int main(void) {
         cmocka_unit_test(test_gguf_vocab),
         cmocka_unit_test(test_added_token_flags),
         cmocka_unit_test(test_charsmap_bounds),
+        cmocka_unit_test(test_regex_escapes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

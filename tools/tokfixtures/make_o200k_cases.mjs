@@ -108,6 +108,8 @@ const TEXTS = [
   ["ws", "zero\u200bwidth\u200cnon\u200djoiner\u2060wj"],
   ["ws", "\ufeffbom at start and mid\ufeffdle"],
   ["ws", "mongolian\u180evowel separator"],
+  ["ws", "x\u180e\u180ey \u180e\n\u180e  \u180e! \u180e"], // U+180E is not White_Space (\s)
+  ["ws", "1\u180e2 \u180e\u180e\t\u180e"],
   // CJK, Arabic and other scripts
   ["cjk", "你好，世界！今天天气很好。"],
   ["cjk", "日本語のテキスト、カタカナとひらがなと漢字。"],
