@@ -43,6 +43,48 @@ case_ smallthinker --family smallthinker --seed 36 --layers 3 --hidden 64 --head
 case_ smallthinker-sm --family smallthinker --seed 37 --layers 2 --hidden 64 --heads 4 --kv-heads 1 \
     --experts 6 --top-k 3 --ff 48 --router-softmax 1 --tie 0 --vocab 160
 
+# JetMoE (HF directory only: no GGUF layout exists): mixture of attention heads (routed
+# query/output projections over a shared kv_proj, K/V repeated per top-k slot) and a MoE FFN,
+# stacked ParallelExperts, output biases, block norms at eps 1e-6 (a large rms_norm_eps, read
+# by the final norm only, makes the difference show); top-3 of 5 with one K/V head untied
+case_ jetmoe --family jetmoe --seed 41 --layers 3 --hidden 64 --kv-heads 2 --head-dim 16 --experts 4 --top-k 2 \
+    --ff 32 --eps 0.05 --tie 1 --vocab 160
+case_ jetmoe-k3 --family jetmoe --seed 42 --layers 2 --hidden 64 --kv-heads 1 --head-dim 24 --experts 5 --top-k 3 \
+    --ff 48 --vocab 192
+# The attention experts live in the expert store with the FFN experts: a bounded pool (two
+# slots; a budget just above the dense part) reads both kinds and gives the unbounded
+# run's logits bit for bit
+for name in jetmoe jetmoe-k3; do
+    m="$WORK/$name.colibri"
+    [ -f "$m" ] || continue
+    toks=$(csv "$(cat "$WORK/$name/tokens.txt")")
+    colibri_run "$WORK/$name.u.ids" $F32KV -m "$m" --tokens "$toks" -n $NGEN --dump-logits "$WORK/$name.u" || continue
+    "$COLIBRI" run -m "$m" --tokens 1 -n 1 --expert-pool 1 2>"$WORK/err" >/dev/null
+    slot=$(sed -n 's/.*fewer than 2 experts of \([0-9]*\) bytes.*/\1/p' "$WORK/err")
+    "$COLIBRI" run $F32KV -m "$m" --tokens "$toks" -n 1 --mem-budget 1 2>"$WORK/err" >/dev/null
+    dense=$(sed -n 's/.*decoder buffers (\([0-9]*\) bytes).*/\1/p' "$WORK/err")
+    [ -n "$slot" ] && [ -n "$dense" ] || { fail "$name: no slot / dense size in: $(cat "$WORK/err")"; continue; }
+    for opt in "--expert-pool $((2 * slot + slot / 2)) --direct-io on" "--mem-budget $((dense + 3 * slot))"; do
+        # shellcheck disable=SC2086
+        colibri_run "$WORK/$name.b.ids" $F32KV -m "$m" --tokens "$toks" -n $NGEN --dump-logits "$WORK/$name.b" $opt || continue
+        cmp -s "$WORK/$name.b" "$WORK/$name.u" && cmp -s "$WORK/$name.b.ids" "$WORK/$name.u.ids" ||
+            fail "$name: $opt changed the logits"
+        grep -q "expert pool [23] slots.* [1-9][0-9]* evictions" "$WORK/run.err" ||
+            fail "$name: $opt did not stream both kinds of experts: $(tail -1 "$WORK/run.err")"
+        echo "$name $opt: bit-identical to the unbounded run; $(grep 'expert pool' "$WORK/run.err")"
+    done
+done
+if [ -f "$WORK/jetmoe/config.json" ]; then
+    rm -rf "$WORK/bad"; cp -r "$WORK/jetmoe" "$WORK/bad"
+    sed -i 's/"activation_function": "silu"/"activation_function": "gelu"/' "$WORK/bad/config.json"
+    if "$COLIBRI" convert "$WORK/bad" -o "$WORK/bad.colibri" 2>"$WORK/err"; then fail "jetmoe: gelu accepted"
+    else grep -q "activation_function 'gelu'" "$WORK/err" || fail "jetmoe gelu refusal does not name it: $(cat "$WORK/err")"; fi
+    cp "$WORK/jetmoe/config.json" "$WORK/bad/config.json"
+    sed -i 's/"num_attention_heads": 4/"num_attention_heads": 8/' "$WORK/bad/config.json"
+    if "$COLIBRI" convert "$WORK/bad" -o "$WORK/bad.colibri" 2>"$WORK/err"; then fail "jetmoe: 8 heads of 2 x top-2 accepted"
+    else grep -q "num_attention_heads 8" "$WORK/err" || fail "jetmoe head count refusal does not name it: $(cat "$WORK/err")"; fi
+fi
+
 # dense Qwen2 (q/k/v biases) and Qwen3 (per-head q/k norm): derived from a generated llama
 # by renaming the architecture and adding the tensors the family has
 derive() { # SRC DST ARCH MODEL_TYPE KIND
