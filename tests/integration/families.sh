@@ -74,15 +74,15 @@ for name in jetmoe jetmoe-k3; do
         echo "$name $opt: bit-identical to the unbounded run; $(grep 'expert pool' "$WORK/run.err")"
     done
 done
+# refused SRC SED WHAT: SRC's config edited by SED must be refused with WHAT in the message
+refused() {
+    rm -rf "$WORK/bad"; cp -r "$1" "$WORK/bad"; sed -i "$2" "$WORK/bad/config.json"
+    if "$COLIBRI" convert "$WORK/bad" -o "$WORK/bad.colibri" 2>"$WORK/err"; then fail "$(basename "$1"): '$2' accepted"
+    else grep -q "$3" "$WORK/err" || fail "$(basename "$1"): the refusal of '$2' does not name $3: $(cat "$WORK/err")"; fi
+}
 if [ -f "$WORK/jetmoe/config.json" ]; then
-    rm -rf "$WORK/bad"; cp -r "$WORK/jetmoe" "$WORK/bad"
-    sed -i 's/"activation_function": "silu"/"activation_function": "gelu"/' "$WORK/bad/config.json"
-    if "$COLIBRI" convert "$WORK/bad" -o "$WORK/bad.colibri" 2>"$WORK/err"; then fail "jetmoe: gelu accepted"
-    else grep -q "activation_function 'gelu'" "$WORK/err" || fail "jetmoe gelu refusal does not name it: $(cat "$WORK/err")"; fi
-    cp "$WORK/jetmoe/config.json" "$WORK/bad/config.json"
-    sed -i 's/"num_attention_heads": 4/"num_attention_heads": 8/' "$WORK/bad/config.json"
-    if "$COLIBRI" convert "$WORK/bad" -o "$WORK/bad.colibri" 2>"$WORK/err"; then fail "jetmoe: 8 heads of 2 x top-2 accepted"
-    else grep -q "num_attention_heads 8" "$WORK/err" || fail "jetmoe head count refusal does not name it: $(cat "$WORK/err")"; fi
+    refused "$WORK/jetmoe" 's/"activation_function": "silu"/"activation_function": "gelu"/' "activation_function 'gelu'"
+    refused "$WORK/jetmoe" 's/"num_attention_heads": 4/"num_attention_heads": 8/' "num_attention_heads 8"
 fi
 
 # dense Qwen2 (q/k/v biases) and Qwen3 (per-head q/k norm): derived from a generated llama
