@@ -138,7 +138,7 @@ static void carve(colibri_engine_t *e) {
     const size_t B = (size_t)e->n_batch, E = (size_t)hp->n_embd, F = sizeof(float);
     const size_t od = (size_t)hp->n_head * hp->head_dim_v;
     size_t ff = (size_t)CLB_MAX(hp->n_ff, CLB_MAX(hp->n_ff_exp, hp->n_ff_shexp));
-    size_t ne = (size_t)(hp->n_expert > 0 ? hp->n_expert : 1);
+    size_t ne = (size_t)CLB_MAX(1, CLB_MAX(hp->n_expert, hp->n_attn_exp));
     e->b_seq = clb_arena_take(a, B * sizeof(int32_t));
     e->b_pos = clb_arena_take(a, B * sizeof(int32_t));
     e->b_rows = clb_arena_take(a, B * sizeof(int32_t));
@@ -175,6 +175,14 @@ static void carve(colibri_engine_t *e) {
     e->la_k = clb_arena_take(a, B * sizeof(int));
     e->e_take = clb_arena_take(a, ne);
     e->la_w = clb_arena_take(a, B * ne * F);
+    if (hp->n_attn_exp > 0) {
+        const size_t w = CLB_MAX(E, (size_t)hp->n_head_kv * hp->head_dim);
+        e->moa_logits = clb_arena_take(a, B * (size_t)hp->n_attn_exp * F);
+        e->moa_sel = clb_arena_take(a, B * (size_t)hp->n_attn_exp_used * sizeof(int));
+        e->moa_w = clb_arena_take(a, B * (size_t)hp->n_attn_exp_used * F);
+        e->moa_in = clb_arena_take(a, B * w * F);
+        e->moa_y = clb_arena_take(a, B * w * F);
+    }
     size_t maxc = CLB_MAX(CLB_MAX(E, od), CLB_MAX(ff, (size_t)CLB_MAX(hp->q_lora_rank, hp->kv_lora_rank)));
     /* qbuf: any single product (B or BK rows); a SwiGLU feed-forward (clb_ffn_swiglu); the
        routed experts (engine.c moe): every token once per activation format (at most 4: Q8_0
@@ -256,6 +264,9 @@ colibri_engine_t *clb_init_engine(const char *model_path, const clb_io *io, cons
         clb_err(COLIBRI_ERR_NOMEM, "out of memory");
         goto fail;
     }
+    /* attention experts: the model's routing, whatever the FFN router's run-time settings */
+    e->moa_router = (clb_router_cfg){.n_expert = hp->n_attn_exp, .k = hp->n_attn_exp_used, .score = CLB_SCORE_SOFTMAX,
+                                     .norm_topk = true, .scale = 1.0f, .temperature = 1.0f};
     if (hp->n_expert > 0) {
         if (p.moe_top_k > hp->n_expert) {
             clb_err(COLIBRI_ERR_ARG, "moe_top_k %d exceeds the model's %d experts", p.moe_top_k, hp->n_expert);

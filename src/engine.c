@@ -16,14 +16,25 @@
 
 /* ---- attention (src/nn/attention.c) ---- */
 
-static void attention(colibri_engine_t *e, const clb_layer *L, int l, int n) {
+/* the layers' RMSNorm eps (the final norm's is hp->norm_eps) */
+static float layer_eps(const clb_hparams *hp) { return hp->norm_eps_layer > 0 ? hp->norm_eps_layer : hp->norm_eps; }
+
+static int moa_attention(colibri_engine_t *e, const clb_layer *L, int l, int n);
+
+static int attention(colibri_engine_t *e, const clb_layer *L, int l, int n) {
     const clb_hparams *hp = e->hp;
     const int64_t E = hp->n_embd;
     for (int t = 0; t < n; t++)
-        clb_norm(hp->norm_kind, e->xn + t * E, e->x + t * E, L->attn_norm.data, L->attn_norm_b.data, E, hp->norm_eps);
-    clb_attn_forward(&e->attn, L, l, e->xn, n, e->b_seq, e->b_pos, e->ffn_out);
+        clb_norm(hp->norm_kind, e->xn + t * E, e->x + t * E, L->attn_norm.data, L->attn_norm_b.data, E, layer_eps(hp));
+    if (hp->n_attn_exp > 0) {
+        int rc = moa_attention(e, L, l, n);
+        if (rc) return rc;
+    } else {
+        clb_attn_forward(&e->attn, L, l, e->xn, n, e->b_seq, e->b_pos, e->ffn_out);
+    }
     const float rm = hp->resid_mult > 0 ? hp->resid_mult : 1.0f;
     clb_add_scaled(e->x, e->ffn_out, rm, n * E);
+    return COLIBRI_OK;
 }
 
 /* ---- feed-forward ---- */
@@ -41,6 +52,83 @@ static void add_rows(float *y, int64_t w, int n, const float *b) {
     if (!b) return;
     for (int t = 0; t < n; t++)
         for (int64_t i = 0; i < w; i++) y[t * w + i] += b[i];
+}
+
+/* ---- mixture of attention heads (hp->n_attn_exp: JetMoE) ----
+ * Every token picks n_attn_exp_used attention experts (top-k of the router logits, softmax
+ * over those k). The expert in slot s projects the token's queries for the heads j * k + s
+ * (K/V head j): the heads of one K/V head are adjacent, as grouped-query attention takes
+ * them (HF orders them s * n_kv + j and repeats K/V per slot: the same (query, K/V) pairs).
+ * After attention, slot s's heads go through that expert's output projection, weighted and
+ * summed per token in expert order. The experts come from the expert store (sub-layer
+ * CLB_SUB_ATTN), each held only for its product, so a bounded pool of two slots suffices. */
+
+/* The (token, slot) pairs of the batch of n that chose attention expert x, in token order,
+   into tok / slot; returns how many (at most n: a token picks an expert once). */
+static int moa_pairs(const colibri_engine_t *e, int x, int n, int *tok, int *slot) {
+    const int ka = e->hp->n_attn_exp_used;
+    int c = 0;
+    for (int t = 0; t < n; t++)
+        for (int s = 0; s < ka; s++)
+            if (e->moa_sel[t * ka + s] == x) tok[c] = t, slot[c++] = s;
+    return c;
+}
+
+/* one expert's product on its c gathered rows (store key, the expert's gate = query or
+   down = output projection): moa_in [c][cols] -> moa_y [c][rows] */
+static int moa_product(colibri_engine_t *e, int key, int x, bool out, int64_t cols, int c) {
+    const clb_expert_w *w;
+    int rc = clb_store_acquire(e->model->store, key, x, &w);
+    if (rc) return rc;
+    const clb_weight *W = out ? &w->down : &w->gate;
+    clb_matmul(&e->mm, W, e->moa_in, cols, c, e->moa_y, W->rows);
+    clb_store_release(e->model->store, key, x);
+    return COLIBRI_OK;
+}
+
+static int moa_attention(colibri_engine_t *e, const clb_layer *L, int l, int n) {
+    const clb_hparams *hp = e->hp;
+    const int64_t E = hp->n_embd, hd = hp->head_dim, H = hp->n_head, kvp = (int64_t)hp->n_head_kv * hd;
+    const int na = hp->n_attn_exp, ka = hp->n_attn_exp_used, nkv = hp->n_head_kv;
+    const int key = clb_store_key(hp->n_layer, l, CLB_SUB_ATTN);
+    clb_attn *a = &e->attn;
+    int *tok = e->e_tok, *slot = e->e_asg; /* the FFN's assignment scratch, free until ffn() */
+    clb_matmul(&e->mm, &L->attn_router, e->xn, E, n, e->moa_logits, na);
+    for (int t = 0; t < n; t++)
+        clb_route(&e->moa_router, e->moa_logits + (int64_t)t * na, e->r_scratch, e->moa_sel + t * ka, e->moa_w + t * ka);
+    if (e->lookahead) /* the batch union, read while the first products run */
+        for (int x = 0; x < na; x++)
+            if (moa_pairs(e, x, n, tok, slot)) clb_store_request(e->model->store, key, x, CLB_PRIO_DEMAND);
+    /* queries: each expert on the tokens that chose it, into their slot's heads */
+    for (int x = 0; x < na; x++) {
+        const int c = moa_pairs(e, x, n, tok, slot);
+        if (!c) continue;
+        for (int i = 0; i < c; i++) memcpy(e->moa_in + i * E, e->xn + tok[i] * E, sizeof(float) * (size_t)E);
+        int rc = moa_product(e, key, x, false, E, c);
+        if (rc) return rc;
+        for (int i = 0; i < c; i++)
+            for (int j = 0; j < nkv; j++)
+                memcpy(a->q + ((int64_t)tok[i] * H + (int64_t)j * ka + slot[i]) * hd, e->moa_y + i * kvp + j * hd,
+                       sizeof(float) * (size_t)hd);
+    }
+    clb_attn_forward_heads(a, L, l, e->xn, n, e->b_seq, e->b_pos);
+    /* outputs: each expert's projection of its slots' heads, weighted, summed per token */
+    memset(e->ffn_out, 0, sizeof(float) * (size_t)(n * E));
+    for (int x = 0; x < na; x++) {
+        const int c = moa_pairs(e, x, n, tok, slot);
+        if (!c) continue;
+        for (int i = 0; i < c; i++)
+            for (int j = 0; j < nkv; j++)
+                memcpy(e->moa_in + i * kvp + j * hd, a->att + ((int64_t)tok[i] * H + (int64_t)j * ka + slot[i]) * hd,
+                       sizeof(float) * (size_t)hd);
+        int rc = moa_product(e, key, x, true, kvp, c);
+        if (rc) return rc;
+        for (int i = 0; i < c; i++)
+            clb_add_scaled(e->ffn_out + tok[i] * E, e->moa_y + i * E, e->moa_w[tok[i] * ka + slot[i]], E);
+    }
+    if (e->lookahead) clb_store_layer_done(e->model->store, key);
+    add_rows(e->ffn_out, E, n, L->bo.data);
+    return COLIBRI_OK;
 }
 
 /* ---- expert memory hierarchy (docs/MEMORY.md): batch union + router lookahead ---- */
@@ -350,10 +438,11 @@ static int ffn(colibri_engine_t *e, const clb_layer *L, int l, int n) {
     const clb_hparams *hp = e->hp;
     const int64_t E = hp->n_embd;
     for (int t = 0; t < n; t++)
-        clb_norm(hp->norm_kind, e->xn + t * E, e->x + t * E, L->ffn_norm.data, L->ffn_norm_b.data, E, hp->norm_eps);
+        clb_norm(hp->norm_kind, e->xn + t * E, e->x + t * E, L->ffn_norm.data, L->ffn_norm_b.data, E, layer_eps(hp));
     if (L->is_moe) {
         int rc = moe(e, L, l, n);
         if (rc) return rc;
+        add_rows(e->ffn_out, E, n, L->ffn_out_b.data);
     } else {
         swiglu(e, &L->ffn_gate, &L->ffn_up, &L->ffn_down, e->xn, n, e->ffn_out);
     }
@@ -426,7 +515,7 @@ int clb_engine_batch(colibri_engine_t *e, const int32_t *tokens, const int32_t *
         const clb_layer *L = &m->layers[l];
         double t0 = clb_now();
         if (L->is_moe && hp->router_pre_attn) route_early(e, L, l, n);
-        attention(e, L, l, n);
+        if ((rc = attention(e, L, l, n))) return rc;
         double t1 = clb_now();
         if ((rc = finite_check(e->x, n, E, "attention", l, e->b_pos))) return rc;
         if ((rc = ffn(e, L, l, n))) return rc;

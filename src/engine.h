@@ -80,6 +80,12 @@ struct colibri_engine {
     int *la_k;        /* [B] how many of la_sel each token uses */
     uint8_t *e_take;  /* [n_expert] moe() pass bookkeeping: 1 = this pass, 2 = done */
     float *la_w;      /* [B][n_expert] */
+    /* -- mixture of attention heads (hp->n_attn_exp, engine.c moa_attention) -- */
+    clb_router_cfg moa_router;
+    float *moa_logits; /* [B][n_attn_exp] */
+    int *moa_sel;      /* [B][n_attn_exp_used] each token's attention experts, in selection order */
+    float *moa_w;      /* [B][n_attn_exp_used] their weights */
+    float *moa_in, *moa_y; /* [B][max(n_embd, n_head_kv * head_dim)] one expert's rows, its outputs */
     int la_layer;     /* layer la_sel predicts, -1 none */
     bool lookahead;   /* prefetch on and the store has a pool */
     uint64_t mem_accounted; /* dense + KV + arena bytes */

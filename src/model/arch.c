@@ -82,6 +82,10 @@ struct clb_arch_desc {
     bool sparsemixer;             /* sparsemixer routing (top-2 only) with router_jitter_noise */
     bool lm_head_bias_key;        /* lm_head_bias in the config gives the LM head a bias */
     bool longrope_mscale;         /* rope_scaling short_mscale / long_mscale are LongRoPE's attention factors */
+    /* JetMoE style */
+    bool jetmoe;                  /* mixture of attention heads (hp->n_attn_exp) over the FFN's expert
+                                     count and top-k, kv_channels, activation_function, output biases
+                                     of the MoA and the MoE, block norms at eps 1e-6 */
 };
 
 static const clb_arch_desc ARCHS[] = {
@@ -320,6 +324,20 @@ static const clb_arch_desc ARCHS[] = {
         .lm_head_bias_key = true,
         .longrope_mscale = true, /* PhimoeRotaryEmbedding */
         .no_gguf = true, /* llama.cpp's phimoe files: not read (see docs/ARCHITECTURES.md) */
+    },
+    /* ---- JetMoE (jetmoe-8b): mixture of attention heads + MoE FFN ---- */
+    {
+        .name = "jetmoe",
+        .hf_arch = {"JetMoeForCausalLM"},
+        .hf_model_type = {"jetmoe"},
+        .gguf_arch = "jetmoe",
+        .moe = true,
+        .key_n_expert = "num_local_experts",
+        .key_ff_exp = "intermediate_size",
+        .norm_topk = true, /* JetMoeTopKGating: softmax over the top-k logits */
+        .tie_default = true,
+        .jetmoe = true,
+        .no_gguf = true, /* neither llama.cpp nor ik_llama.cpp defines a JetMoE architecture */
     },
 };
 
@@ -889,6 +907,42 @@ static int parse_llama4(const cJSON *c, clb_hparams *hp) {
     return COLIBRI_OK;
 }
 
+/* JetMoE (configuration_jetmoe.py, modeling_jetmoe.py): num_attention_heads is
+   num_key_value_heads * num_experts_per_tok, head_dim is kv_channels (attribute_map); the
+   attention (JetMoeMoA) and the FFN (JetMoeMoE) have num_local_experts experts each, top-k
+   num_experts_per_tok, and each an output bias; activation_function is the experts' GLU
+   activation; JetMoeBlock's two RMSNorms keep the default eps 1e-6 (only the final norm
+   reads rms_norm_eps). Called before the shared keys are read: sets n_head and head_dim. */
+static int parse_jetmoe_heads(const cJSON *c, clb_hparams *hp) {
+    int rc, kv = 16, k = 2, hd = 128, nh = 0;
+    if ((rc = get_int(c, "num_key_value_heads", 16, false, &kv)) || (rc = get_int(c, "num_experts_per_tok", 2, false, &k)) ||
+        (rc = get_int(c, "kv_channels", 128, false, &hd)) || (rc = get_int(c, "num_attention_heads", 0, false, &nh)))
+        return rc;
+    if (kv <= 0 || kv > 1024 || k <= 0 || k > 1024 || hd <= 0 || hd > 1024)
+        return clb_err(COLIBRI_ERR_FORMAT, "config.json: num_key_value_heads %d / num_experts_per_tok %d / kv_channels %d out of range",
+                       kv, k, hd);
+    if (nh && nh != kv * k)
+        return clb_err(COLIBRI_ERR_FORMAT,
+                       "config.json: num_attention_heads %d is not num_key_value_heads x num_experts_per_tok = %d", nh, kv * k);
+    hp->n_head = kv * k;
+    hp->n_head_kv = kv;
+    hp->head_dim = hd;
+    return COLIBRI_OK;
+}
+
+static int parse_jetmoe(const cJSON *c, clb_hparams *hp) {
+    const cJSON *act = key(c, "activation_function");
+    if (act && !cJSON_IsNull(act) && !(cJSON_IsString(act) && strcmp(act->valuestring, "silu") == 0))
+        return clb_err(COLIBRI_ERR_UNSUPPORTED, "config.json: activation_function '%s' is not supported (only silu)",
+                       cJSON_IsString(act) ? act->valuestring : json_type_name(act));
+    hp->n_attn_exp = hp->n_expert;
+    hp->n_attn_exp_used = hp->n_expert_used;
+    hp->o_bias = true;
+    hp->ffn_out_bias = true;
+    hp->norm_eps_layer = 1e-6f;
+    return COLIBRI_OK;
+}
+
 clb_attn_layer clb_hparams_attn_layer(const clb_hparams *hp, int l) {
     clb_attn_layer a = {0};
     if (hp->attn_layers && l >= 0 && l < hp->n_layer) a = hp->attn_layers[l];
@@ -949,7 +1003,7 @@ int clb_hparams_from_hf(const clb_arch_desc *d, const cJSON *c, clb_hparams *hp)
     if ((rc = get_int(c, "vocab_size", 0, true, &hp->n_vocab)) ||
         (rc = get_int(c, "hidden_size", 0, true, &hp->n_embd)) ||
         (rc = get_int(c, "num_hidden_layers", 0, true, &hp->n_layer)) ||
-        (rc = get_int(c, "num_attention_heads", 0, true, &hp->n_head)) ||
+        (rc = get_int(c, "num_attention_heads", 0, !d->jetmoe, &hp->n_head)) ||
         (rc = get_int(c, "num_key_value_heads", hp->n_head, false, &hp->n_head_kv)) ||
         (rc = get_int(c, "intermediate_size", 0, !d->moe, &hp->n_ff)) ||
         (rc = get_int(c, "max_position_embeddings", 2048, false, &hp->max_pos)) ||
@@ -957,9 +1011,10 @@ int clb_hparams_from_hf(const clb_arch_desc *d, const cJSON *c, clb_hparams *hp)
         (rc = get_float(c, "rope_theta", d->theta_default > 0 ? d->theta_default : 10000.0f, &hp->rope_theta)) ||
         (rc = get_bool(c, "tie_word_embeddings", d->tie_default, &hp->tie_embd)))
         return rc;
+    if (d->jetmoe && (rc = parse_jetmoe_heads(c, hp))) return rc;
     if (hp->n_head <= 0 || hp->n_embd <= 0)
         return clb_err(COLIBRI_ERR_FORMAT, "config.json: hidden_size and num_attention_heads must be positive");
-    if ((rc = get_int(c, "head_dim", hp->n_embd / hp->n_head, false, &hp->head_dim))) return rc;
+    if ((rc = get_int(c, "head_dim", d->jetmoe ? hp->head_dim : hp->n_embd / hp->n_head, false, &hp->head_dim))) return rc;
     hp->head_dim_v = hp->head_dim;
     hp->n_rot = hp->head_dim;
     hp->rope_style = d->hf_rope_set ? d->hf_rope : CLB_ROPE_NEOX;
@@ -1035,6 +1090,7 @@ int clb_hparams_from_hf(const clb_arch_desc *d, const cJSON *c, clb_hparams *hp)
     if (d->smallthinker && (rc = parse_smallthinker(c, hp))) return rc;
     if (d->llama4 && (rc = parse_llama4(c, hp))) return rc;
     if ((rc = parse_phimoe_pieces(d, c, hp))) return rc;
+    if (d->jetmoe && (rc = parse_jetmoe(c, hp))) return rc;
     if (d->multipliers) {
         if ((rc = get_float(c, "embedding_multiplier", 1.0f, &hp->embd_mult)) ||
             (rc = get_float(c, "residual_multiplier", 1.0f, &hp->resid_mult)) ||
@@ -1174,6 +1230,18 @@ int clb_hparams_validate(const clb_hparams *hp) {
         CHECK(hp->n_ff_exp > 0 && hp->n_ff_exp <= (1 << 20), "config: expert FFN width %d out of range",
               hp->n_ff_exp);
     }
+    CHECK(isfinite(hp->norm_eps_layer) && hp->norm_eps_layer >= 0 && hp->norm_eps_layer < 1,
+          "config: layer norm eps %g out of range [0, 1)", (double)hp->norm_eps_layer);
+    if (hp->n_attn_exp != 0) {
+        CHECK(hp->n_attn_exp > 0 && hp->n_attn_exp <= COLIBRI_STATS_MAX_EXPERTS, "config: %d attention experts (at most %d)",
+              hp->n_attn_exp, COLIBRI_STATS_MAX_EXPERTS);
+        CHECK(hp->n_attn_exp_used >= 1 && hp->n_attn_exp_used <= hp->n_attn_exp,
+              "config: attention experts per token %d must be in 1..%d", hp->n_attn_exp_used, hp->n_attn_exp);
+        CHECK(hp->n_head == hp->n_attn_exp_used * hp->n_head_kv && hp->attn_kind == CLB_ATTN_GQA &&
+                  hp->head_dim_v == hp->head_dim,
+              "config: attention experts need n_head = %d x %d K/V heads (got %d) and plain grouped-query attention",
+              hp->n_attn_exp_used, hp->n_head_kv, hp->n_head);
+    }
     bool any_dense = false;
     for (int l = 0; l < hp->n_layer; l++)
         if (!clb_hparams_layer_is_moe(hp, l)) any_dense = true;
@@ -1244,6 +1312,8 @@ static const field FIELDS[] = {
     FF("attn_temp_scale", attn_temp_scale),
     FI("norm_kind", norm_kind, false), FB("out_bias", out_bias), FF("router_jitter", router_jitter),
     FF("rope_short_mscale", rope_short_mscale), FF("rope_long_mscale", rope_long_mscale),
+    FI("n_attn_exp", n_attn_exp, false), FI("n_attn_exp_used", n_attn_exp_used, false),
+    FB("ffn_out_bias", ffn_out_bias), FF("norm_eps_layer", norm_eps_layer),
 };
 
 cJSON *clb_hparams_to_json(const clb_hparams *hp) {
@@ -1452,6 +1522,12 @@ static const name_map HF_NAMES[] = {
     {"model.layers.{L}.feed_forward.shared_expert.gate_proj.weight", "blk.{L}.ffn_gate_shexp.weight"},
     {"model.layers.{L}.feed_forward.shared_expert.up_proj.weight", "blk.{L}.ffn_up_shexp.weight"},
     {"model.layers.{L}.feed_forward.shared_expert.down_proj.weight", "blk.{L}.ffn_down_shexp.weight"},
+    /* JetMoE: routers and output biases of the MoA and the MoE (stacked experts and kv_proj:
+       clb_arch_hf_stacked) */
+    {"model.layers.{L}.self_attention.experts.router.layer.weight", "blk.{L}.attn_gate_inp.weight"},
+    {"model.layers.{L}.self_attention.experts.bias", "blk.{L}.attn_output.bias"},
+    {"model.layers.{L}.mlp.router.layer.weight", "blk.{L}.ffn_gate_inp.weight"},
+    {"model.layers.{L}.mlp.bias", "blk.{L}.ffn_out.bias"},
 };
 
 /* Matches s against pattern p; fills L/E. */
@@ -1504,7 +1580,7 @@ int clb_arch_hf_stacked(const char *hf, int *layer) {
     static const struct {
         const char *pattern;
         int kind;
-    } gpt_oss[] = {
+    } kinds[] = {
         {"model.layers.{L}.mlp.experts.gate_up_proj", CLB_STACKED_GU_COLS},
         {"model.layers.{L}.mlp.experts.down_proj", CLB_STACKED_DOWN_COLS},
         {"model.layers.{L}.mlp.experts.gate_up_proj_bias", CLB_STACKED_GU_BIAS},
@@ -1514,11 +1590,17 @@ int clb_arch_hf_stacked(const char *hf, int *layer) {
         {"model.layers.{L}.mlp.experts.down_proj_scales", CLB_STACKED_SCALES},
         {"model.layers.{L}.feed_forward.experts.gate_up_proj", CLB_STACKED_GU_HALVES}, /* Llama-4 */
         {"model.layers.{L}.feed_forward.experts.down_proj", CLB_STACKED_DOWN_COLS},
+        /* JetMoE */
+        {"model.layers.{L}.mlp.input_linear.weight", CLB_STACKED_GATE_UP},
+        {"model.layers.{L}.mlp.output_linear.weight", CLB_STACKED_DOWN},
+        {"model.layers.{L}.self_attention.experts.input_linear.weight", CLB_STACKED_ATTN_Q},
+        {"model.layers.{L}.self_attention.experts.output_linear.weight", CLB_STACKED_ATTN_OUT},
+        {"model.layers.{L}.self_attention.kv_proj.weight", CLB_STACKED_KV},
     };
-    for (size_t i = 0; i < CLB_ARRAY_LEN(gpt_oss); i++)
-        if (match(gpt_oss[i].pattern, hf, &L, &E)) {
+    for (size_t i = 0; i < CLB_ARRAY_LEN(kinds); i++)
+        if (match(kinds[i].pattern, hf, &L, &E)) {
             *layer = L;
-            return gpt_oss[i].kind;
+            return kinds[i].kind;
         }
     return CLB_STACKED_NONE;
 }

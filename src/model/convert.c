@@ -23,7 +23,7 @@ enum { CHUNK_BYTES = 1 << 20 };
 
 static bool keep_f32(const clb_src_tensor *t) {
     if (t->n_dims == 1) return true;
-    return strstr(t->name, "ffn_gate_inp") != NULL || strstr(t->name, "exp_probs_b") != NULL ||
+    return strstr(t->name, "_gate_inp") != NULL || strstr(t->name, "exp_probs_b") != NULL || /* routers */
            strstr(t->name, "_exps.bias") != NULL; /* stacked expert biases (gpt-oss) */
 }
 
@@ -130,7 +130,8 @@ static int target_dtype(const clb_source *s, const clb_src_tensor *t, const clb_
     if (t->expert >= 0) {
         if (o->expert_dtype >= 0) want = o->expert_dtype, p = NULL;
         else if (eplan) p = eplan;
-        if (emap && emap[t->layer * n_expert + t->expert] >= 0) want = emap[t->layer * n_expert + t->expert], p = NULL;
+        if (emap && t->expert < n_expert && emap[t->layer * n_expert + t->expert] >= 0)
+            want = emap[t->layer * n_expert + t->expert], p = NULL;
     }
     const bool src_quantized = clb_type(t->dtype) && clb_type(t->dtype)->is_quantized;
     if (p) { /* the mix decides, fallbacks included; what it leaves alone stays f32 */
@@ -331,15 +332,16 @@ int clb_convert(const char *src_path, const char *dst_path, const clb_convert_op
         if ((rc = clb_mix_plan(&s, mix, *dstp, &nf))) goto done;
         mix_fallbacks = CLB_MAX(mix_fallbacks, nf);
     }
-    /* order: dense tensors, then per (layer, expert): gate, up, down */
+    /* order: dense tensors, then per (layer, expert): gate, up, down, and the attention
+       expert's q and output projections (hp.n_attn_exp) */
     int k = 0;
     int64_t max_cols = 1;
     for (int i = 0; i < n; i++)
         if (s.tensors[i].expert < 0) order[k++] = i;
-    static const char *const parts[] = {"ffn_gate", "ffn_up", "ffn_down"};
+    static const char *const parts[] = {"ffn_gate", "ffn_up", "ffn_down", "attn_q", "attn_output"};
     for (int l = 0; l < s.hp.n_layer; l++)
-        for (int e = 0; e < s.hp.n_expert; e++)
-            for (int p = 0; p < 3; p++) {
+        for (int e = 0; e < CLB_MAX(s.hp.n_expert, s.hp.n_attn_exp); e++)
+            for (int p = 0; p < 5; p++) {
                 char name[96];
                 snprintf(name, sizeof name, "blk.%d.%s.%d.weight", l, parts[p], e);
                 const clb_src_tensor *t = clb_source_find(&s, name);

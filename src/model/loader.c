@@ -95,6 +95,27 @@ static int bind(binder *b, const char *name, int64_t rows, int64_t cols, int req
     return COLIBRI_OK;
 }
 
+/* Layer l's attention experts (hp->n_attn_exp): the router, and each expert's query and
+   output projections in its store slot (sub-layer CLB_SUB_ATTN; gate = q, down = output). */
+static int bind_attn_experts(binder *b, int l) {
+    clb_model *m = b->m;
+    const clb_hparams *hp = m->hp;
+    const int64_t E = hp->n_embd, kvp = (int64_t)hp->n_head_kv * hp->head_dim;
+    char n[128];
+    int rc;
+    snprintf(n, sizeof n, "blk.%d.attn_gate_inp.weight", l);
+    if ((rc = bind(b, n, hp->n_attn_exp, E, REQUIRED, false, &m->layers[l].attn_router))) return rc;
+    for (int e = 0; e < hp->n_attn_exp; e++) {
+        clb_expert_w *w = clb_store_slot(m->store, clb_store_key(hp->n_layer, l, CLB_SUB_ATTN), e);
+        if (!w) return clb_err(COLIBRI_ERR_INTERNAL, "expert store slot %d/%d (attention) missing", l, e);
+        snprintf(n, sizeof n, "blk.%d.attn_q.%d.weight", l, e);
+        if ((rc = bind(b, n, kvp, E, REQUIRED, false, &w->gate))) return rc;
+        snprintf(n, sizeof n, "blk.%d.attn_output.%d.weight", l, e);
+        if ((rc = bind(b, n, E, kvp, REQUIRED, false, &w->down))) return rc;
+    }
+    return COLIBRI_OK;
+}
+
 static int bind_layer(binder *b, int l) {
     clb_model *m = b->m;
     const clb_hparams *hp = m->hp;
@@ -111,6 +132,10 @@ static int bind_layer(binder *b, int l) {
     const int ln = hp->norm_kind == CLB_NORM_LAYER; /* LayerNorm: its biases are required */
     B("attn_norm.weight", 1, E, REQUIRED, true, &L->attn_norm);
     if (ln) B("attn_norm.bias", 1, E, REQUIRED, true, &L->attn_norm_b);
+    if (hp->n_attn_exp > 0) { /* mixture of attention heads: per-expert q and output projections */
+        if ((rc = bind_attn_experts(b, l))) return rc;
+        goto kv;
+    }
     B("attn_output.weight", E, od, REQUIRED, false, &L->wo);
     B("attn_sinks.weight", 1, hp->n_head, clb_hparams_attn_layer(hp, l).sinks, true, &L->sinks);
     if (hp->attn_kind == CLB_ATTN_MLA) {
@@ -128,9 +153,10 @@ static int bind_layer(binder *b, int l) {
         goto ffn;
     }
     B("attn_q.weight", qd, E, REQUIRED, false, &L->wq);
+kv:
     B("attn_k.weight", kd, E, REQUIRED, false, &L->wk);
     B("attn_v.weight", vd, E, REQUIRED, false, &L->wv);
-    B("attn_q.bias", 1, qd, hp->qkv_bias, true, &L->bq);
+    if (hp->n_attn_exp == 0) B("attn_q.bias", 1, qd, hp->qkv_bias, true, &L->bq);
     B("attn_k.bias", 1, kd, hp->qkv_bias, true, &L->bk);
     B("attn_v.bias", 1, vd, hp->qkv_bias, true, &L->bv);
     B("attn_output.bias", 1, E, hp->o_bias, true, &L->bo);
@@ -156,6 +182,7 @@ ffn:
     B("ffn_gate_exps.bias", hp->n_expert, hp->n_ff_exp, hp->moe_bias, true, &L->exp_gate_b);
     B("ffn_up_exps.bias", hp->n_expert, hp->n_ff_exp, hp->moe_bias, true, &L->exp_up_b);
     B("ffn_down_exps.bias", hp->n_expert, E, hp->moe_bias, true, &L->exp_down_b);
+    B("ffn_out.bias", 1, E, hp->ffn_out_bias, true, &L->ffn_out_b);
     if (hp->n_ff_shexp > 0) {
         B("ffn_gate_shexp.weight", hp->n_ff_shexp, E, REQUIRED, false, &L->sh_gate);
         B("ffn_up_shexp.weight", hp->n_ff_shexp, E, REQUIRED, false, &L->sh_up);
@@ -193,7 +220,7 @@ int clb_model_load_io(const char *path, const clb_io *io, bool stream, clb_model
     binder b = {.m = m};
     b.used = clb_calloc((size_t)(m->src.n_tensors ? m->src.n_tensors : 1), 1);
     m->layers = clb_calloc((size_t)hp->n_layer, sizeof *m->layers);
-    m->store = clb_store_create(hp->n_layer, hp->n_expert);
+    m->store = clb_store_create(hp->n_layer, hp->n_attn_exp > 0 ? 2 : 1, CLB_MAX(hp->n_expert, hp->n_attn_exp));
     if (!b.used || !m->layers || !m->store) {
         rc = clb_err(COLIBRI_ERR_NOMEM, "out of memory");
         goto fail;

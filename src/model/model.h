@@ -128,6 +128,18 @@ typedef struct clb_hparams {
                                  Llama-4; the gate and up outputs are scaled instead, which is
                                  the same for bias-free projections (refused with moe_bias) */
     float attn_temp_floor, attn_temp_scale; /* clb_attn_layer.temp_tune (Llama-4 floor_scale, attn_scale) */
+    /* mixture of attention heads (JetMoE's MoA; 0 = plain attention): every layer's
+       attention has n_attn_exp routed experts, each a query projection blk.L.attn_q.E.weight
+       [n_head_kv * head_dim][n_embd] and an output projection blk.L.attn_output.E.weight
+       [n_embd][n_head_kv * head_dim_v], routed by blk.L.attn_gate_inp.weight (top-k of the
+       logits, softmax over those k); the n_attn_exp_used selected experts' queries are the
+       n_head = n_attn_exp_used * n_head_kv heads (slot s, K/V head j), their outputs go
+       through their own output projections, weighted and summed (+ attn_output.bias when
+       o_bias). They live in the expert store beside the FFN experts (sub-layer 1). */
+    int n_attn_exp, n_attn_exp_used;
+    bool ffn_out_bias;      /* blk.L.ffn_out.bias [n_embd] added to the MoE FFN's output (JetMoE) */
+    float norm_eps_layer;   /* eps of the layers' RMSNorms when it is not the final norm's
+                               (JetMoE: JetMoeRMSNorm's default 1e-6); 0 = norm_eps */
     /* scaling (granite); 0 means "not set" */
     float embd_mult, resid_mult, attn_mult, logit_div;
     int bos_id, eos_id;
@@ -167,6 +179,8 @@ typedef struct clb_layer {
     clb_weight exp_gate_b, exp_up_b, exp_down_b; /* optional [n_expert][rows] f32 expert biases */
     clb_weight sh_gate, sh_up, sh_down;         /* shared expert(s), merged */
     clb_weight sh_gate_inp;                     /* [1][n_embd] */
+    clb_weight ffn_out_b;                       /* optional [n_embd] f32 (hp->ffn_out_bias) */
+    clb_weight attn_router;                     /* [n_attn_exp][n_embd] (hp->n_attn_exp > 0) */
 } clb_layer;
 
 /* ---- descriptors (arch.c) ---- */
@@ -238,7 +252,13 @@ enum {
     CLB_STACKED_GU_MXFP4 = 6,
     CLB_STACKED_DOWN_MXFP4 = 7,
     CLB_STACKED_SCALES = 8,
-    CLB_STACKED_GU_HALVES = 9
+    CLB_STACKED_GU_HALVES = 9,
+    /* JetMoE: ATTN_Q self_attention.experts.input_linear [n_attn_exp][n_kv * hd][n_embd],
+       ATTN_OUT output_linear [n_attn_exp][n_embd][n_kv * hd] (per-expert slices), and KV
+       kv_proj [2 * n_kv * hd][n_embd] (keys' rows, then values': attn_k / attn_v) */
+    CLB_STACKED_ATTN_Q = 10,
+    CLB_STACKED_ATTN_OUT = 11,
+    CLB_STACKED_KV = 12
 };
 int clb_arch_hf_stacked(const char *hf, int *layer);
 

@@ -97,21 +97,32 @@ static int open_colibri(const char *path, clb_source *s) {
 
 static cJSON *parse_or_null(const char *text) { return text ? cJSON_Parse(text) : NULL; }
 
-/* A [n_expert][rows][cols] HF tensor as per-expert 2-D slices; GATE_UP splits each
-   expert's rows in two halves (gate first). No bytes are copied. */
+/* A [n_expert][rows][cols] HF tensor as per-expert 2-D slices (GATE_UP splits each
+   expert's rows in two halves, gate first; ATTN_Q / ATTN_OUT hold the attention experts), or
+   JetMoE's kv_proj [2 * rows][cols] as attn_k and attn_v (KV: no expert). No bytes are copied. */
 static int split_stacked(clb_source *s, const clb_tensor *t, int kind, int L, int fd, int *n) {
-    const int ne = s->hp.n_expert;
-    if (t->n_dims != 3 || t->shape[0] != ne || ne <= 0 || (kind == CLB_STACKED_GATE_UP && t->shape[1] % 2))
-        return clb_err(COLIBRI_ERR_FORMAT, "%s: tensor '%s' should be [%d experts][rows][cols]%s", s->path, t->name, ne,
-                       kind == CLB_STACKED_GATE_UP ? " with an even row count" : "");
-    const int parts = kind == CLB_STACKED_GATE_UP ? 2 : 1;
-    const int64_t rows = t->shape[1] / parts, cols = t->shape[2];
+    const bool kv = kind == CLB_STACKED_KV, attn = kind == CLB_STACKED_ATTN_Q || kind == CLB_STACKED_ATTN_OUT;
+    const int ne = kv ? 1 : attn ? s->hp.n_attn_exp : s->hp.n_expert, parts = kind == CLB_STACKED_GATE_UP || kv ? 2 : 1;
+    const int dims = kv ? 2 : 3;
+    const int64_t lead = kv ? 1 : t->shape[0], r0 = t->shape[dims - 2];
+    if (t->n_dims != dims || lead != ne || ne <= 0 || r0 % parts)
+        return clb_err(COLIBRI_ERR_FORMAT, "%s: tensor '%s' should be %s%s", s->path, t->name,
+                       kv ? "[2 x K/V rows][cols]" : "[experts][rows][cols]", parts == 2 ? " with an even row count" : "");
+    const int64_t rows = r0 / parts, cols = t->shape[dims - 1];
     const uint64_t part_bytes = t->size / (uint64_t)ne / (uint64_t)parts;
-    static const char *const names[3] = {"ffn_gate", "ffn_up", "ffn_down"};
+    const char *names[2];
+    switch (kind) {
+    case CLB_STACKED_GATE_UP: names[0] = "ffn_gate", names[1] = "ffn_up"; break;
+    case CLB_STACKED_KV: names[0] = "attn_k", names[1] = "attn_v"; break;
+    case CLB_STACKED_ATTN_Q: names[0] = "attn_q"; break;
+    case CLB_STACKED_ATTN_OUT: names[0] = "attn_output"; break;
+    default: names[0] = "ffn_down"; break;
+    }
     for (int e = 0; e < ne; e++)
         for (int p = 0; p < parts; p++) {
             clb_src_tensor *o = &s->tensors[(*n)++];
-            snprintf(o->name, sizeof o->name, "blk.%d.%s.%d.weight", L, names[kind == CLB_STACKED_DOWN ? 2 : p], e);
+            if (kv) snprintf(o->name, sizeof o->name, "blk.%d.%s.weight", L, names[p]);
+            else snprintf(o->name, sizeof o->name, "blk.%d.%s.%d.weight", L, names[p], e);
             o->dtype = t->dtype;
             o->n_dims = 2;
             o->shape[0] = rows;
@@ -120,7 +131,7 @@ static int split_stacked(clb_source *s, const clb_tensor *t, int kind, int L, in
             o->data = t->data + off;
             o->size = part_bytes;
             o->layer = L;
-            o->expert = e;
+            o->expert = kv ? -1 : e;
             o->fd = fd;
             o->file_offset = t->offset + off;
         }
@@ -309,7 +320,9 @@ static int open_hf(const char *path, clb_source *s) {
     size_t cap = 0;
     for (int i = 0; i < d->n_tensors; i++) {
         int L;
-        cap += clb_arch_hf_stacked(clb_arch_hf_text_name(desc, d->tensors[i].name), &L) ? 2 * (size_t)(ne > 0 ? ne : 1) : 1;
+        cap += clb_arch_hf_stacked(clb_arch_hf_text_name(desc, d->tensors[i].name), &L)
+                   ? 2 * (size_t)CLB_MAX(CLB_MAX(ne, s->hp.n_attn_exp), 1)
+                   : 1;
     }
     s->tensors = clb_calloc(cap ? cap : 1, sizeof *s->tensors);
     if (!s->tensors) return clb_err(COLIBRI_ERR_NOMEM, "out of memory");
@@ -319,7 +332,7 @@ static int open_hf(const char *path, clb_source *s) {
         const char *name = clb_arch_hf_text_name(desc, t->name); /* the text model's name */
         int L = -1, E = -1;
         int stacked = clb_arch_hf_stacked(name, &L);
-        if (stacked >= CLB_STACKED_GU_COLS) {
+        if (stacked >= CLB_STACKED_GU_COLS && stacked <= CLB_STACKED_GU_HALVES) {
             if ((rc = split_gpt_oss(s, d, t, stacked, L, &n))) return rc;
             continue;
         }

@@ -37,6 +37,11 @@ int colibri_set_expert_exec(colibri_engine_t *e, const colibri_expert_exec *x) {
     const clb_hparams *hp = e->hp;
     const int ne = hp->n_expert;
     if (ne <= 0) return COLIBRI_OK; /* a dense model: nothing to share, every rank computes all */
+    /* attention experts stay on every rank (the store places FFN experts only, by a table of
+       hp->n_expert per layer, which must then be its row width) */
+    if (hp->n_attn_exp > ne)
+        return clb_err(COLIBRI_ERR_UNSUPPORTED, "expert parallelism with more attention experts (%d) than FFN experts (%d)",
+                       hp->n_attn_exp, ne);
     const size_t rows = (size_t)e->n_batch * (size_t)e->k_cap;
     e->xp_owner = clb_calloc((size_t)hp->n_layer * (size_t)ne, sizeof(int32_t));
     e->xp_send = clb_calloc(rows * (size_t)hp->n_embd, sizeof(float));

@@ -28,10 +28,12 @@
 #include "core/rt.h"
 #include "moe/store_impl.h"
 
-clb_expert_store *clb_store_create(int n_layer, int n_expert) {
-    if (n_layer < 0 || n_expert < 0) return NULL;
+clb_expert_store *clb_store_create(int n_layer, int n_sub, int n_expert) {
+    if (n_layer < 0 || n_expert < 0 || n_sub < 1 || n_sub > 2) return NULL;
     clb_expert_store *s = clb_calloc(1, sizeof *s);
     if (!s) return NULL;
+    n_layer *= n_sub;
+    s->n_sub = n_sub;
     s->n_layer = n_layer;
     s->n_expert = n_expert;
     size_t n = (size_t)n_layer * (size_t)(n_expert > 0 ? n_expert : 1);
@@ -124,15 +126,21 @@ uint64_t clb_store_total_bytes(const clb_expert_store *s) {
 
 /* Fills the L2 entries of x from the source and lays the tensors out in a slot; returns
    the slot bytes this expert needs. */
-static int layout_expert(clb_expert_store *s, const clb_source *src, int l, int e, clb_st_expert *x,
+static int layout_expert(clb_expert_store *s, const clb_source *src, int key, int e, clb_st_expert *x,
                          uint64_t *slot_need) {
-    static const char *const kinds[3] = {"ffn_gate", "ffn_up", "ffn_down"};
+    /* the tensors of an expert of each sub-layer (clb_store_key); NULL: none (left empty) */
+    static const char *const kinds[2][3] = {{"ffn_gate", "ffn_up", "ffn_down"}, {"attn_q", NULL, "attn_output"}};
+    const int n_model = s->n_layer / s->n_sub, l = key % n_model, sub = key / n_model;
     const clb_weight *ws[3] = {&x->w.gate, &x->w.up, &x->w.down};
     uint64_t off = 0;
     x->bytes = 0;
     for (int k = 0; k < 3; k++) {
         char name[96];
-        snprintf(name, sizeof name, "blk.%d.%s.%d.weight", l, kinds[k], e);
+        if (!kinds[sub][k]) {
+            x->t[k] = (clb_st_tensor){.fd = -1, .dfd = -1, .rfd = -1, .slot_off = off, .data_off = off, .direct_ok = true};
+            continue;
+        }
+        snprintf(name, sizeof name, "blk.%d.%s.%d.weight", l, kinds[sub][k], e);
         const clb_src_tensor *st = clb_source_find(src, name);
         if (!st) return clb_err(COLIBRI_ERR_INTERNAL, "%s: expert tensor '%s' vanished", src->path, name);
         if (st->size != w_bytes(ws[k]))
@@ -248,6 +256,7 @@ static void *pack_copies(void *arg) {
         if (!copies(s, x, c->interleave) || n++ % c->nth != c->ith) continue;
         clb_weight *ws[3] = {&x->w.gate, &x->w.up, &x->w.down};
         for (int t = 0; t < 3 && !c->rc; t++) {
+            if (!x->t[t].size) continue; /* an attention expert's empty up projection */
             uint8_t *dst = s->pack_copy + x->t[t].copy_off;
             const bool pack = c->interleave && x->t[t].packed_rows > 0;
             const uint8_t *src = ws[t]->data;
@@ -354,7 +363,8 @@ int clb_store_configure(clb_expert_store *s, const clb_source *src, const clb_st
             clb_st_expert *x = clb_st_get(s, l, e);
             if (!x->present) continue;
             n_present++;
-            x->away = cfg->owner && cfg->owner[(int64_t)l * s->n_expert + e] != cfg->rank;
+            /* expert parallelism places the FFN experts (sub-layer 0) only */
+            x->away = cfg->owner && l < s->n_layer / s->n_sub && cfg->owner[(int64_t)l * s->n_expert + e] != cfg->rank;
             n_held += !x->away;
             uint64_t need = 0;
             if ((rc = layout_expert(s, src, l, e, x, &need))) return rc;
@@ -391,6 +401,7 @@ int clb_store_configure(clb_expert_store *s, const clb_source *src, const clb_st
                 clb_st_expert *x = clb_st_get(s, l, e);
                 if (!x->present || x->away) continue;
                 for (int k = 0; k < 3; k++) {
+                    if (!x->t[k].size) continue; /* an attention expert has no up projection */
                     if (cfg->direct_io) x->t[k].dfd = clb_io_open_direct(s, x->t[k].fd);
                     if (cfg->drop_cache) x->t[k].rfd = clb_io_open_random(s, x->t[k].fd);
                     /* an encoded expert is read through its first tensor's descriptors */

@@ -23,7 +23,16 @@
 struct clb_source;
 typedef struct clb_expert_store clb_expert_store;
 
-clb_expert_store *clb_store_create(int n_layer, int n_expert);
+/* n_sub sub-layers per layer may have routed experts (1: the FFN's; 2: also the attention's,
+   hp->n_attn_exp): every call's `layer` is then a key clb_store_key(n_layer, l, sub), so
+   both kinds are acquired, cached, budgeted and prefetched by one store. n_expert: the most
+   experts of any sub-layer. */
+clb_expert_store *clb_store_create(int n_layer, int n_sub, int n_expert);
+enum { CLB_SUB_FFN = 0, CLB_SUB_ATTN = 1 };
+/* The store's key of sub-layer sub of layer l in a model of n_layer layers. An attention
+   expert's weights come in the clb_expert_w of an FFN expert: gate = its query projection,
+   down = its output projection, up empty. */
+static inline int clb_store_key(int n_layer, int l, int sub) { return sub * n_layer + l; }
 void clb_store_free(clb_expert_store *s);
 /* The loader fills each (layer, expert) slot once at load time. */
 clb_expert_w *clb_store_slot(clb_expert_store *s, int layer, int expert);

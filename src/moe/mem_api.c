@@ -233,6 +233,16 @@ int clb_mem_init(colibri_engine_t *e, const char *model_path, const colibri_para
     return COLIBRI_OK;
 }
 
+/* Layer l's store statistics: its FFN experts' and, with attention experts, theirs too. */
+static void layer_stats(clb_expert_store *st, const clb_hparams *hp, int l, clb_store_layer_stats *out) {
+    clb_store_layer_stats_get(st, l, out);
+    if (hp->n_attn_exp <= 0) return;
+    clb_store_layer_stats a;
+    clb_store_layer_stats_get(st, clb_store_key(hp->n_layer, l, CLB_SUB_ATTN), &a);
+    out->hits += a.hits, out->misses += a.misses, out->bytes_read += a.bytes_read, out->evictions += a.evictions;
+    out->prefetch_issued += a.prefetch_issued, out->prefetch_used += a.prefetch_used, out->stall_s += a.stall_s;
+}
+
 void clb_mem_stats(colibri_engine_t *e, colibri_stats_t *s) {
     clb_expert_store *st = e->model->store;
     clb_store_info info;
@@ -249,7 +259,7 @@ void clb_mem_stats(colibri_engine_t *e, colibri_stats_t *s) {
     s->expert_stall_s_total = 0;
     for (int l = 0; l < e->hp->n_layer; l++) {
         clb_store_layer_stats ls;
-        clb_store_layer_stats_get(st, l, &ls);
+        layer_stats(st, e->hp, l, &ls);
         if (l < COLIBRI_STATS_MAX_LAYERS) {
             s->expert_hits[l] = ls.hits;
             s->expert_misses[l] = ls.misses;

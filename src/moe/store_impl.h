@@ -64,7 +64,8 @@ typedef struct clb_st_job {
 } clb_st_job;
 
 struct clb_expert_store {
-    int n_layer, n_expert;
+    int n_layer, n_expert; /* n_layer: keys (clb_store_key), n_sub per model layer */
+    int n_sub;
     clb_st_expert *ex;   /* [n_layer][n_expert] */
     bool configured, bounded;
     clb_store_cfg cfg;

@@ -526,12 +526,14 @@ static void clamp(float *x, int64_t n, float c) {
     for (int64_t i = 0; i < n; i++) x[i] = x[i] > c ? c : x[i] < -c ? -c : x[i];
 }
 
-/* q [n][n_head*hd], k [n][n_kv*hd], v [n][n_kv*hdv] from the normed input; k rotated. */
-static void project_gqa(clb_attn *a, const clb_layer *L, const float *xn, int n, const int32_t *pos, bool rope) {
+/* q [n][n_head*hd] (unless the caller gave the queries: with_q false), k [n][n_kv*hd],
+   v [n][n_kv*hdv] from the normed input; k rotated. */
+static void project_gqa(clb_attn *a, const clb_layer *L, const float *xn, int n, const int32_t *pos, bool rope,
+                        bool with_q) {
     const clb_hparams *hp = a->hp;
     const int64_t E = hp->n_embd, qd = (int64_t)hp->n_head * hp->head_dim;
     const int64_t kd = (int64_t)hp->n_head_kv * hp->head_dim, vd = (int64_t)hp->n_head_kv * hp->head_dim_v;
-    clb_matmul(a->mm, &L->wq, xn, E, n, a->q, qd);
+    if (with_q) clb_matmul(a->mm, &L->wq, xn, E, n, a->q, qd);
     if (kd == vd) {
         clb_matmul2(a->mm, &L->wk, &L->wv, xn, E, n, a->kv_k, a->kv_v, kd);
     } else {
@@ -659,15 +661,17 @@ static float temp_scale(const clb_hparams *hp, int32_t pos) {
     return (float)log1p((double)floorf(((float)pos + 1.0f) / hp->attn_temp_floor)) * hp->attn_temp_scale + 1.0f;
 }
 
-void clb_attn_forward(clb_attn *a, const clb_layer *L, int l, const float *xn, int n, const int32_t *seq,
-                      const int32_t *pos, float *y) {
+/* Everything up to the output projection: a->att [n][n_head * head_dim_v]; with_q false:
+   the queries are already in a->q (unrotated). */
+static void attn_heads(clb_attn *a, const clb_layer *L, int l, const float *xn, int n, const int32_t *seq,
+                       const int32_t *pos, bool with_q) {
     const clb_hparams *hp = a->hp;
     const clb_attn_layer al = clb_hparams_attn_layer(hp, l);
-    const int64_t E = hp->n_embd, qd = (int64_t)hp->n_head * hp->head_dim;
+    const int64_t qd = (int64_t)hp->n_head * hp->head_dim;
     const int64_t kd = (int64_t)hp->n_head_kv * hp->head_dim, vd = (int64_t)hp->n_head_kv * hp->head_dim_v;
     const bool latent = a->kv.layers[l].v_in_k;
     if (hp->attn_kind == CLB_ATTN_MLA) project_mla(a, L, xn, n, pos, !latent);
-    else project_gqa(a, L, xn, n, pos, !al.no_rope);
+    else project_gqa(a, L, xn, n, pos, !al.no_rope, with_q);
     const int64_t ckv_w = hp->kv_lora_rank + hp->n_rot;
     for (int t = 0; t < n; t++) {
         if (!al.no_rope) clb_rope_apply(a->rope, a->q + t * qd, hp->n_head, hp->head_dim, hp->rope_offset, pos[t]);
@@ -684,7 +688,18 @@ void clb_attn_forward(clb_attn *a, const clb_layer *L, int l, const float *xn, i
     }
     if (latent) forward_latent(a, L, l, n, seq, pos);
     else attend(a, L, l, n, seq, pos, a->q, hp->head_dim, hp->head_dim, a->att);
-    const int64_t od = (int64_t)hp->n_head * hp->head_dim_v;
+}
+
+void clb_attn_forward_heads(clb_attn *a, const clb_layer *L, int l, const float *xn, int n, const int32_t *seq,
+                            const int32_t *pos) {
+    attn_heads(a, L, l, xn, n, seq, pos, false);
+}
+
+void clb_attn_forward(clb_attn *a, const clb_layer *L, int l, const float *xn, int n, const int32_t *seq,
+                      const int32_t *pos, float *y) {
+    const clb_hparams *hp = a->hp;
+    attn_heads(a, L, l, xn, n, seq, pos, true);
+    const int64_t E = hp->n_embd, od = (int64_t)hp->n_head * hp->head_dim_v;
     clb_matmul(a->mm, &L->wo, a->att, od, n, y, E);
     add_bias(y, &L->bo, n, E);
 }

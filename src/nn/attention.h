@@ -77,5 +77,11 @@ void clb_attn_carve(clb_attn *a, clb_arena *ar);
    of the attention (before the residual). */
 void clb_attn_forward(clb_attn *a, const clb_layer *L, int l, const float *xn, int n, const int32_t *seq,
                       const int32_t *pos, float *y);
+/* The same up to the output projection, for a caller that computes the queries and the
+   output itself (a mixture of attention heads, hp->n_attn_exp): it has written a->q [n]
+   [n_head * head_dim] (unrotated); K/V come from xn; the result is a->att [n][n_head *
+   head_dim_v]. Query head h attends with K/V head h / (n_head / n_head_kv). */
+void clb_attn_forward_heads(clb_attn *a, const clb_layer *L, int l, const float *xn, int n, const int32_t *seq,
+                            const int32_t *pos);
 
 #endif

@@ -87,6 +87,38 @@ case_ phimoe-long --family phimoe --seed 52 --layers 2 --hidden 64 --heads 4 --k
 case_ llama-longrope --family llama --seed 53 --layers 2 --hidden 64 --heads 4 --kv-heads 2 --ff 96 --vocab 160 \
     --max-pos 512 --rope-scaling '{"rope_type": "longrope", "original_max_position_embeddings": 16, "short_factor": [1.1, 1.3, 1.2, 1.9, 1.5, 1.05, 1.7, 1.4], "long_factor": [4.2, 1.6, 6.8, 2.5, 3.3, 5.9, 1.2, 2.7]}'
 
+# JetMoE (HF directory only: no GGUF layout exists): mixture of attention heads (routed
+# query/output projections over a shared kv_proj, K/V repeated per top-k slot) and a MoE FFN,
+# stacked ParallelExperts, output biases, block norms at eps 1e-6 (a large rms_norm_eps, read
+# by the final norm only, makes the difference show); top-3 of 5 with one K/V head untied
+case_ jetmoe --family jetmoe --seed 41 --layers 3 --hidden 64 --kv-heads 2 --head-dim 16 --experts 4 --top-k 2 \
+    --ff 32 --eps 0.05 --tie 1 --vocab 160
+case_ jetmoe-k3 --family jetmoe --seed 42 --layers 2 --hidden 64 --kv-heads 1 --head-dim 24 --experts 5 --top-k 3 \
+    --ff 48 --vocab 192
+# The attention experts live in the expert store with the FFN experts: a bounded pool (two
+# slots; a budget just above the dense part) reads both kinds and gives the unbounded
+# run's logits bit for bit
+for name in jetmoe jetmoe-k3; do
+    m="$WORK/$name.colibri"
+    [ -f "$m" ] || continue
+    toks=$(csv "$(cat "$WORK/$name/tokens.txt")")
+    colibri_run "$WORK/$name.u.ids" $F32KV -m "$m" --tokens "$toks" -n $NGEN --dump-logits "$WORK/$name.u" || continue
+    "$COLIBRI" run -m "$m" --tokens 1 -n 1 --expert-pool 1 2>"$WORK/err" >/dev/null
+    slot=$(sed -n 's/.*fewer than 2 experts of \([0-9]*\) bytes.*/\1/p' "$WORK/err")
+    "$COLIBRI" run $F32KV -m "$m" --tokens "$toks" -n 1 --mem-budget 1 2>"$WORK/err" >/dev/null
+    dense=$(sed -n 's/.*decoder buffers (\([0-9]*\) bytes).*/\1/p' "$WORK/err")
+    [ -n "$slot" ] && [ -n "$dense" ] || { fail "$name: no slot / dense size in: $(cat "$WORK/err")"; continue; }
+    for opt in "--expert-pool $((2 * slot + slot / 2)) --direct-io on" "--mem-budget $((dense + 3 * slot))"; do
+        # shellcheck disable=SC2086
+        colibri_run "$WORK/$name.b.ids" $F32KV -m "$m" --tokens "$toks" -n $NGEN --dump-logits "$WORK/$name.b" $opt || continue
+        cmp -s "$WORK/$name.b" "$WORK/$name.u" && cmp -s "$WORK/$name.b.ids" "$WORK/$name.u.ids" ||
+            fail "$name: $opt changed the logits"
+        grep -q "expert pool [23] slots.* [1-9][0-9]* evictions" "$WORK/run.err" ||
+            fail "$name: $opt did not stream both kinds of experts: $(tail -1 "$WORK/run.err")"
+        echo "$name $opt: bit-identical to the unbounded run; $(grep 'expert pool' "$WORK/run.err")"
+    done
+done
+
 # dense Qwen2 (q/k/v biases) and Qwen3 (per-head q/k norm): derived from a generated llama
 # by renaming the architecture and adding the tensors the family has
 derive() { # SRC DST ARCH MODEL_TYPE KIND
@@ -238,6 +270,15 @@ del t["model.layers.1.post_attention_layernorm.bias"]
 st.save(sys.argv[1] + "/model.safetensors", t)
 PY
     refused "$WORK/bad" "phimoe: a LayerNorm without its bias" "blk.1.ffn_norm.bias"
+fi
+# JetMoE: only the silu GLU, and num_attention_heads must be kv heads x top-k
+if [ -f "$WORK/jetmoe/config.json" ]; then
+    rm -rf "$WORK/bad"; cp -r "$WORK/jetmoe" "$WORK/bad"
+    sed -i 's/"activation_function": "silu"/"activation_function": "gelu"/' "$WORK/bad/config.json"
+    refused "$WORK/bad" "jetmoe: a gelu GLU" "activation_function 'gelu'"
+    cp "$WORK/jetmoe/config.json" "$WORK/bad/config.json"
+    sed -i 's/"num_attention_heads": 4/"num_attention_heads": 8/' "$WORK/bad/config.json"
+    refused "$WORK/bad" "jetmoe: num_attention_heads 8" "num_attention_heads 8"
 fi
 # GLM-4.5: the MTP layer's tensors are skipped only because the config says it is one; a
 # group count that does not divide the experts is refused by name

@@ -45,7 +45,8 @@ ARCH = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "mixtral":
         "deepseek_v3": "DeepseekV3ForCausalLM", "granitemoe": "GraniteMoeForCausalLM",
         "glm4_moe": "Glm4MoeForCausalLM", "ernie4_5_moe": "Ernie4_5_MoeForCausalLM",
         "smallthinker": "SmallThinkerForCausalLM", "gpt_oss": "GptOssForCausalLM", "llama4": "Llama4ForCausalLM",
-        "phimoe": "PhimoeForCausalLM"}
+        "phimoe": "PhimoeForCausalLM",
+        "jetmoe": "JetMoeForCausalLM"}
 
 
 def build_config(a):
@@ -170,6 +171,11 @@ def build_config(a):
         llama4_config(a, c)
     elif f == "phimoe":
         phimoe_config(a, c)
+    elif f == "jetmoe":  # JetMoeConfig: num_attention_heads = num_key_value_heads * num_experts_per_tok
+        del c["hidden_act"]
+        c.update(kv_channels=a.head_dim or 16, intermediate_size=ff, num_local_experts=E, num_experts_per_tok=k,
+                 num_attention_heads=Hk * k, activation_function="silu", output_router_logits=False,
+                 aux_loss_coef=0.01)
     if a.sliding_window and f in ("qwen2_moe", "qwen3_moe"):
         c.update(use_sliding_window=True, sliding_window=a.sliding_window,
                  max_window_layers=a.max_window_layers if a.max_window_layers is not None else 0)
@@ -269,12 +275,15 @@ def tensor_shapes(c):
     s = {"model.embed_tokens.weight": ((V, h), "embed"), "model.norm.weight": ((h,), "norm")}
     if not c["tie_word_embeddings"]:
         s["lm_head.weight"] = ((V, h), "lm_head")
-    hd = c.get("head_dim") or h // H
+    hd = c.get("head_dim") or c.get("kv_channels") or h // H
     for L in range(c["num_hidden_layers"]):
         p = f"model.layers.{L}."
         s[p + "input_layernorm.weight"] = ((h,), "norm")
         s[p + "post_attention_layernorm.weight"] = ((h,), "norm")
         a = p + "self_attn."
+        if f == "jetmoe":
+            jetmoe_shapes(s, c, p)
+            continue
         if f in ("deepseek_v2", "deepseek_v3"):
             nope, rd, vd, r = c["qk_nope_head_dim"], c["qk_rope_head_dim"], c["v_head_dim"], c["kv_lora_rank"]
             if c["q_lora_rank"]:
@@ -451,6 +460,24 @@ def tensor_shapes(c):
     return s
 
 
+def jetmoe_shapes(s, c, p):
+    """JetMoE (modeling_jetmoe.py): mixture of attention heads (a shared kv_proj, E experts
+    of a query and an output projection, ParallelExperts [E][out][in]) and a MoE FFN
+    (input_linear [E][2 ff][h]: gate rows then up rows), each with a router and a bias."""
+    h, E, ff = c["hidden_size"], c["num_local_experts"], c["intermediate_size"]
+    kvp = c["kv_channels"] * c["num_key_value_heads"]
+    a = p + "self_attention."
+    s[a + "kv_proj.weight"] = ((2 * kvp, h), "linear")
+    s[a + "experts.router.layer.weight"] = ((E, h), "router")
+    s[a + "experts.input_linear.weight"] = ((E, kvp, h), "linear")
+    s[a + "experts.output_linear.weight"] = ((E, h, kvp), "linear")
+    s[a + "experts.bias"] = ((h,), "bias")
+    s[p + "mlp.router.layer.weight"] = ((E, h), "router")
+    s[p + "mlp.input_linear.weight"] = ((E, 2 * ff, h), "linear")
+    s[p + "mlp.output_linear.weight"] = ((E, h, ff), "linear")
+    s[p + "mlp.bias"] = ((h,), "bias")
+
+
 def draw(rng, shape, kind):
     if kind == "embed":
         return rng.standard_normal(shape)
@@ -505,25 +532,37 @@ def variant_models(cfg, tensors, dtypes):
     return out
 
 
-def layer_margin(variants, seq, L):
+def layer_margin(variants, seq, L, key="margin"):
+    """key: the router's margin in the trace ("margin", or "margin_attn" for JetMoE's
+    attention router)."""
     worst = np.inf
     for _, m in variants:
         trace = {}
         hf_ref.forward(m, seq, trace, upto_layer=L)
-        worst = min(worst, float(np.min(trace[L]["margin"])))
+        worst = min(worst, float(np.min(trace[L][key])))
     return worst
+
+
+def router_key(name):
+    """(margin key in the trace, key in meta.json) of a router tensor: an attention
+    router's (JetMoE self_attention.experts.router) is checked apart from the FFN's."""
+    L = name.split(".")[2]
+    return ("margin_attn", L + ".attn") if ".self_attention." in name else ("margin", L)
 
 
 def margin_redraw(cfg, tensors, shapes, rng, rnd, seq, a, redraws, margins):
     # routers (and correction biases) are never quantized, so the variants' other
     # tensors are computed once and only the redrawn ones are swapped in
     variants = variant_models(cfg, tensors, a.margin_dtypes)
-    routers = sorted((int(n.split(".")[2]), n) for n, (_, k) in shapes.items() if k == "router")
-    for L, rname in routers:
+    # layer by layer, an attention router (which the FFN router's input depends on) first
+    routers = sorted((int(n.split(".")[2]), ".self_attention." not in n, n) for n, (_, k) in shapes.items()
+                     if k == "router")
+    for L, _, rname in routers:
+        mkey, tag = router_key(rname)
         bname = rname.replace("gate.weight", "gate.e_score_correction_bias")
         tries = 0
         while True:
-            mg = layer_margin(variants, seq, L)
+            mg = layer_margin(variants, seq, L, mkey)
             if mg >= a.margin:
                 break
             tries += 1
@@ -536,8 +575,8 @@ def margin_redraw(cfg, tensors, shapes, rng, rnd, seq, a, redraws, margins):
             tensors.update(new)
             for _, m in variants:
                 m.t.update(new)
-        redraws[str(L)] = redraws.get(str(L), 0) + tries
-        margins[str(L)] = mg
+        redraws[tag] = redraws.get(tag, 0) + tries
+        margins[tag] = mg
 
 
 def write_model(out, cfg, tensors, dtype, shards):
@@ -697,7 +736,8 @@ def main(argv=None):
         g = hf_ref.greedy(hf_ref.Model(cfg, tensors), toks, a.margin_greedy)
         full = list(toks) + g
         variants = variant_models(cfg, tensors, a.margin_dtypes)
-        final = {L: layer_margin(variants, full, int(L)) for L in margins}
+        final = {t: layer_margin(variants, full, int(t.split(".")[0]), "margin_attn" if t.endswith(".attn") else "margin")
+                 for t in margins}
         seq = full
         if all(v >= a.margin for v in final.values()):
             margins.update(final)

@@ -763,25 +763,92 @@ def ffn(m, x, L, trace=None):
         record(idx, mg)
         return moe_combine(m, x, idx, w, lambda e, xs: mlp(m, xs, f"{pre}experts.{e}.", ("w1", "w3", "w2")))
     if fam == "granitemoe":
-        pre = p + "block_sparse_moe."
-        logits = linear(m, x, pre + "router.layer.weight")
-        idx, w, mg = route_granite(logits, cfg["num_experts_per_tok"])
-        record(idx, mg)
-        wi, wo = m.w(pre + "input_linear.weight"), m.w(pre + "output_linear.weight")
-        ff = wi.shape[1] // 2
-        act = act_fn(cfg)
-
-        def expert(e, xs):
-            hh = linear(m, xs, pre + "input_linear.weight", wmat=wi[e])
-            hh = (act(hh[:, :ff]) * hh[:, ff:]).astype(F32)
-            return linear(m, hh, pre + "output_linear.weight", wmat=wo[e])
-        return moe_combine(m, x, idx, w, expert)
+        return stacked_glu_moe(m, x, p + "block_sparse_moe.", cfg["num_experts_per_tok"], act_fn(cfg), record)
     raise ValueError(fam)
+
+
+def stacked_glu_moe(m, x, pre, k, act, record):
+    """GraniteMoE / JetMoE experts: router.layer (top-k of the logits, softmax over those
+    k), input_linear [E][2 ff][h] whose first half is the gate (act(first) * second), and
+    output_linear [E][h][ff]."""
+    logits = linear(m, x, pre + "router.layer.weight")
+    idx, w, mg = route_granite(logits, k)
+    record(idx, mg)
+    wi, wo = m.w(pre + "input_linear.weight"), m.w(pre + "output_linear.weight")
+    ff = wi.shape[1] // 2
+
+    def expert(e, xs):
+        hh = linear(m, xs, pre + "input_linear.weight", wmat=wi[e])
+        hh = (act(hh[:, :ff]) * hh[:, ff:]).astype(F32)
+        return linear(m, hh, pre + "output_linear.weight", wmat=wo[e])
+    return moe_combine(m, x, idx, w, expert)
 
 
 FAMILIES = {"llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe", "olmoe",
             "deepseek_v2", "deepseek_v3", "granitemoe", "glm4_moe", "ernie4_5_moe",
-            "smallthinker", "gpt_oss", "llama4_text", "phimoe"}
+            "smallthinker", "gpt_oss", "llama4_text", "phimoe",
+            "jetmoe"}
+
+
+# ----------------------------------------------------------------------------- JetMoE
+#
+# modeling_jetmoe.py / configuration_jetmoe.py: num_attention_heads = num_key_value_heads *
+# num_experts_per_tok, head_dim = kv_channels (attribute_map; the rotary dims too);
+# JetMoeTopKGating: top-k of the router logits, softmax over those k. Attention (MoA):
+# kv_proj [2 kvp][h] -> chunk(2): keys first, then values; each selected expert's
+# input_linear [E][kvp][h] gives the queries of slot s (experts.map: [n][top_k][kvp], in
+# top-k order), viewed as heads s * n_kv + j; keys and values .repeat(1, top_k, 1, 1), so
+# head h reads K/V head h % n_kv (not repeat_interleave); rope on q and k; scale
+# kv_channels^-0.5; the output [n][top_k][kvp] of slot s goes through that expert's
+# output_linear [E][h][kvp], times its gate, summed, plus experts.bias [h]. MoE FFN:
+# input_linear [E][2 ff][h], chunk(2): activation(first) * second, output_linear, gates,
+# summed, plus mlp.bias [h]. JetMoeBlock's two RMSNorms take the default eps 1e-6; only the
+# final norm reads rms_norm_eps.
+
+def _jetmoe_act(cfg):
+    a = cfg.get("activation_function", "silu")
+    if a not in ("silu", "swish"):
+        raise ValueError(f"activation_function {a!r} not supported (silu only)")
+    return silu
+
+
+def jetmoe_attention(m, x, L, rope, trace):
+    cfg = m.cfg
+    p = f"model.layers.{L}.self_attention."
+    k, Hk, hd = cfg["num_experts_per_tok"], cfg["num_key_value_heads"], cfg["kv_channels"]
+    kvp, n = Hk * hd, x.shape[0]
+    logits = linear(m, x, p + "experts.router.layer.weight")
+    idx, w, mg = route_granite(logits, k)
+    if trace is not None:
+        trace.setdefault(L, {})["margin_attn"] = mg
+    wi, wo = m.w(p + "experts.input_linear.weight"), m.w(p + "experts.output_linear.weight")
+    q = np.zeros((n, k, kvp), dtype=F32)
+    for e in np.unique(idx):
+        rows, slot = np.nonzero(idx == e)
+        q[rows, slot] = linear(m, x[rows], p + "experts.input_linear.weight", wmat=wi[e])
+    kv = linear(m, x, p + "kv_proj.weight")
+    keys, vals = kv[:, :kvp].reshape(n, Hk, hd), kv[:, kvp:].reshape(n, Hk, hd)
+    q = q.reshape(n, k * Hk, hd)  # head s * Hk + j
+    cos, sin = rope
+    q, keys = rope_half(q, cos, sin), rope_half(keys, cos, sin)
+    keys, vals = np.tile(keys, (1, k, 1)), np.tile(vals, (1, k, 1))  # .repeat(1, top_k, 1, 1)
+    o = attend(q, keys, vals, hd ** -0.5).reshape(n, k, kvp)
+    out = np.zeros((n, cfg["hidden_size"]), dtype=F32)
+    for e in np.unique(idx):
+        rows, slot = np.nonzero(idx == e)
+        y = linear(m, o[rows, slot], p + "experts.output_linear.weight", wmat=wo[e])
+        np.add.at(out, rows, (y * w[rows, slot][:, None]).astype(F32))
+    return (out + m.w(p + "experts.bias")).astype(F32)
+
+
+def jetmoe_ffn(m, x, L, trace):
+    p = f"model.layers.{L}.mlp."
+
+    def record(idx, mg):
+        if trace is not None:
+            trace.setdefault(L, {}).update(idx=idx, margin=mg)
+    out = stacked_glu_moe(m, x, p, m.cfg["num_experts_per_tok"], _jetmoe_act(m.cfg), record)
+    return (out + m.w(p + "bias")).astype(F32)
 
 
 # ----------------------------------------------------------------------------- gpt-oss
@@ -958,6 +1025,8 @@ def rope_dim(m):
         return cfg["qk_rope_head_dim"]
     if m.family == "granitemoe":
         return cfg["hidden_size"] // cfg["num_attention_heads"]
+    if m.family == "jetmoe":
+        return cfg["kv_channels"]
     hd = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
     prf = cfg.get("partial_rotary_factor")
     if prf is None:  # Glm4MoeConfig's default is 0.5
@@ -987,6 +1056,14 @@ def forward(m, tokens, trace=None, upto_layer=None):
     mla = m.family in ("deepseek_v2", "deepseek_v3")
     for L in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{L}."
+        if m.family == "jetmoe":  # JetMoeBlock: its norms at the default eps
+            h = rmsnorm(x, m.w(p + "input_layernorm.weight"), 1e-6)
+            x = (x + jetmoe_attention(m, h, L, rope, trace)).astype(F32)
+            h = rmsnorm(x, m.w(p + "post_attention_layernorm.weight"), 1e-6)
+            x = (x + jetmoe_ffn(m, h, L, trace)).astype(F32)
+            if upto_layer is not None and L >= upto_layer:
+                return None
+            continue
         m.router_input = x  # SmallThinker's router reads the layer's input
         h = block_norm(m, x, p + "input_layernorm", eps)
         a = attn_mla(m, h, L, rope) if mla else attn_standard(m, h, L, rope)
