@@ -118,6 +118,26 @@ for name in jetmoe jetmoe-k3; do
         echo "$name $opt: bit-identical to the unbounded run; $(grep 'expert pool' "$WORK/run.err")"
     done
 done
+# ... also from compressed and encrypted files, where a layer's attention and FFN expert E
+# are one chunk (read once, decoded into the slot together)
+if [ -f "$WORK/jetmoe.u" ]; then
+    toks=$(csv "$(cat "$WORK/jetmoe/tokens.txt")")
+    "$COLIBRI" keygen "$WORK/jet.key" >/dev/null 2>&1
+    for enc in "--compress zstd" "--encrypt --key-file $WORK/jet.key"; do
+        # shellcheck disable=SC2086
+        "$COLIBRI" convert "$WORK/jetmoe" -o "$WORK/jet.enc" $enc 2>"$WORK/err" || { fail "jetmoe: convert $enc: $(cat "$WORK/err")"; continue; }
+        "$COLIBRI" run -m "$WORK/jet.enc" --key-file "$WORK/jet.key" --tokens 1 -n 1 --expert-pool 1 2>"$WORK/err" >/dev/null
+        slot=$(sed -n 's/.*fewer than 2 experts of \([0-9]*\) bytes.*/\1/p' "$WORK/err")
+        [ -n "$slot" ] || { fail "jetmoe $enc: no slot size in: $(cat "$WORK/err")"; continue; }
+        # shellcheck disable=SC2086
+        colibri_run "$WORK/jet.e.ids" $F32KV -m "$WORK/jet.enc" --key-file "$WORK/jet.key" --tokens "$toks" -n $NGEN \
+            --dump-logits "$WORK/jet.e" --expert-pool $((2 * slot + slot / 2)) --direct-io on || continue
+        cmp -s "$WORK/jet.e" "$WORK/jetmoe.u" && cmp -s "$WORK/jet.e.ids" "$WORK/jetmoe.u.ids" ||
+            fail "jetmoe: $enc under a two-slot pool changed the logits"
+        grep -q "expert pool 2 slots.* [1-9][0-9]* evictions" "$WORK/run.err" || fail "jetmoe $enc: not streamed: $(tail -1 "$WORK/run.err")"
+        echo "jetmoe $enc, two-slot pool: bit-identical to the plain unbounded run"
+    done
+fi
 
 # dense Qwen2 (q/k/v biases) and Qwen3 (per-head q/k norm): derived from a generated llama
 # by renaming the architecture and adding the tensors the family has
