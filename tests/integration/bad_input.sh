@@ -246,6 +246,7 @@ expect_fail "--dump-logits /dev/full: No space left on device" run -m "$G" --tok
 $EDIT gguf "$G" "$WORK/ctx256.gguf" llama.context_length=u32:256
 expect_fail "304 tokens do not fit the model's context (256 positions)" bench -m "$WORK/ctx256.gguf" -p 300 -n 4
 expect_fail "-p 100000 + -n 64 = 100064 tokens do not fit" bench -m "$WORK/ctx256.gguf" -p 100000 -n 64
+expect_fail "--parallel: '0' is not in 1..256" bench -m "$WORK/ctx256.gguf" --parallel 0
 
 # found by the fuzzers (issue 13): a config number beyond int (UBSan: float-cast overflow),
 # decoding no ids (UBSan: pointer arithmetic on NULL)

@@ -64,6 +64,17 @@ import json, sys
 j = json.load(open(sys.argv[1]))
 assert 0 < j['decode_p50_ms'] <= j['decode_p99_ms'] <= j['decode_p999_ms'] <= j['decode_max_ms'], j
 PY
+# bench --parallel N: N sequences in batched steps (a server's step with N streams); each
+# step decodes a token of every sequence, so a step takes longer than one token alone while
+# the aggregate counts N tokens per step
+"$COLIBRI" bench -m "$M" -p 8 -n 16 --reps 1 -t 2 --parallel 3 --random-decode --json >"$WORK/bp.json" 2>"$WORK/b.err" ||
+    fail "bench --parallel: $(cat "$WORK/b.err")"
+"$PYTHON" - "$WORK/bp.json" <<'PY' || fail "bench --parallel 3: $(cat "$WORK/bp.json")"
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j['parallel'] == 3 and j['kv_bytes'] >= 3 * 25 * j['kv_bytes_per_token'], j  # 3 regions of 8 + 16 + 1 positions
+assert 0 < j['decode_p50_ms'] <= j['decode_max_ms'] and j['decode_tok_s'] > 0 and j['prefill_tok_s'] > 0, j
+PY
 # the latency bench (bench/latency.sh, docs/REALTIME.md): alone, then beside one CPU-bound
 # process per CPU; one line each with the percentiles (figures are for the closing notes,
 # not asserted: the machine is shared)
