@@ -58,11 +58,13 @@ static int fill_seqs(colibri_engine_t *e, colibri_batch_tok *bt, const int32_t *
     return k ? colibri_decode(e, bt, k, NULL, 0) : COLIBRI_OK;
 }
 
-/* --parallel: one decode step, a token per sequence; next[] becomes each sequence's argmax. */
-static int step_seqs(colibri_engine_t *e, colibri_batch_tok *bt, int32_t *next, long par, float *logits, int V) {
+/* --parallel: one decode step, a token per sequence; with greedy, next[] becomes each
+   sequence's argmax. */
+static int step_seqs(colibri_engine_t *e, colibri_batch_tok *bt, int32_t *next, long par, float *logits, int V,
+                     int greedy) {
     for (long q = 0; q < par; q++) bt[q] = (colibri_batch_tok){.seq = (int32_t)q, .token = next[q], .logits = 1};
     if (colibri_decode(e, bt, (size_t)par, logits, (size_t)par * (size_t)V)) return -1;
-    for (long q = 0; q < par; q++) {
+    for (long q = 0; greedy && q < par; q++) {
         const float *l = logits + (size_t)q * (size_t)V;
         int best = 0;
         for (int j = 1; j < V; j++)
@@ -200,7 +202,7 @@ int cmd_bench(int argc, char **argv) {
                     nexts[q] = (int32_t)(x % (uint64_t)V);
                 }
             double s = cli_now();
-            if (par > 1 ? step_seqs(e, bt, nexts, par, blog, V) : colibri_forward(e, nexts[0], NULL, &nexts[0])) {
+            if (par > 1 ? step_seqs(e, bt, nexts, par, blog, V, !rand_dec) : colibri_forward(e, nexts[0], NULL, &nexts[0])) {
                 rc = cli_fail("%s", colibri_last_error());
                 break;
             }
