@@ -84,6 +84,17 @@ static int mla_split_lengths(const clb_gguf *g, const char *arch, clb_hparams *h
                        "%s: %s.attention.key_length %d / value_length %d are not the latent widths %d / %d "
                        "(kv_lora_rank + rope.dimension_count / kv_lora_rank) that key_length_mla implies",
                        path, arch, hp->head_dim, hp->head_dim_v, hp->kv_lora_rank + hp->n_rot, hp->kv_lora_rank);
+    /* the widths layer 0's k_b ([H][rank][nope], or 2-D [H x rank][nope]) and v_b ([H][v][rank],
+       or [H x v][rank]) have */
+    const clb_tensor *kb = clb_gguf_find_tensor(g, "blk.0.attn_k_b.weight");
+    const clb_tensor *vb = clb_gguf_find_tensor(g, "blk.0.attn_v_b.weight");
+    const int64_t nope = kb && kb->n_dims >= 2 ? kb->shape[kb->n_dims - 1] : k_mla - hp->n_rot;
+    const int64_t v = !vb || vb->n_dims < 2 ? v_mla : vb->n_dims == 3 ? vb->shape[1] : vb->shape[0] / CLB_MAX(hp->n_head, 1);
+    if (nope + hp->n_rot != k_mla || v != v_mla)
+        return clb_err(COLIBRI_ERR_FORMAT,
+                       "%s: %s.attention.key_length_mla %d / value_length_mla %d disagree with the tensors "
+                       "blk.0.attn_k_b / attn_v_b (nope %lld + rope %d, v %lld)",
+                       path, arch, k_mla, v_mla, (long long)nope, hp->n_rot, (long long)v);
     hp->head_dim = k_mla;
     hp->head_dim_v = v_mla;
     return COLIBRI_OK;
