@@ -44,10 +44,11 @@ static void shape_str(const clb_src_tensor *t, char *buf, size_t cap) {
 
 enum { OPTIONAL = 0, REQUIRED = 1 };
 
-/* Binds `name` as a rows x cols matrix (rows == 1: a vector, stored 1-D or [1][n]).
-   Vectors are always f32 for the engine: other float dtypes are converted once here. */
-static int bind(binder *b, const char *name, int64_t rows, int64_t cols, int required, bool vector,
-                clb_weight *w) {
+/* Binds `name` as a rows x cols matrix (rows == 1: a vector, stored 1-D or [1][n]; heads >
+   0: also stored 3-D as [heads][rows / heads][cols]). Vectors are always f32 for the
+   engine: other float dtypes are converted once here. */
+static int bind_heads(binder *b, const char *name, int64_t heads, int64_t rows, int64_t cols, int required,
+                      bool vector, clb_weight *w) {
     clb_model *m = b->m;
     memset(w, 0, sizeof *w);
     const clb_src_tensor *t = clb_source_find(&m->src, name);
@@ -58,12 +59,14 @@ static int bind(binder *b, const char *name, int64_t rows, int64_t cols, int req
     b->used[t - m->src.tensors] = 1;
     int64_t trows = t->n_dims == 1 ? 1 : t->shape[0], tcols = t->shape[t->n_dims - 1];
     bool shape_ok = (t->n_dims == 2 && trows == rows && tcols == cols) ||
-                    (t->n_dims == 1 && rows == 1 && tcols == cols);
+                    (t->n_dims == 1 && rows == 1 && tcols == cols) ||
+                    (t->n_dims == 3 && heads > 0 && trows == heads && trows * t->shape[1] == rows && tcols == cols);
     if (!shape_ok) {
-        char s[96];
+        char s[96], h[64] = "";
         shape_str(t, s, sizeof s);
-        return clb_err(COLIBRI_ERR_FORMAT, "%s: tensor '%s' has shape %s but the config implies [%lld,%lld]",
-                       m->src.path, name, s, (long long)rows, (long long)cols);
+        if (heads > 0) snprintf(h, sizeof h, "[%lld,%lld,%lld] or ", (long long)heads, (long long)(rows / heads), (long long)cols);
+        return clb_err(COLIBRI_ERR_FORMAT, "%s: tensor '%s' has shape %s but the config implies %s[%lld,%lld]",
+                       m->src.path, name, s, h, (long long)rows, (long long)cols);
     }
     if ((!t->data && !((t->deferred || t->streamed) && t->expert >= 0)) || !clb_dtype_is_weight(t->dtype))
         return clb_err(COLIBRI_ERR_UNSUPPORTED, "%s: tensor '%s' has unsupported type %s", m->src.path, name,
@@ -93,6 +96,36 @@ static int bind(binder *b, const char *name, int64_t rows, int64_t cols, int req
         w->data = p;
     }
     return COLIBRI_OK;
+}
+
+static int bind(binder *b, const char *name, int64_t rows, int64_t cols, int required, bool vector,
+                clb_weight *w) {
+    return bind_heads(b, name, 0, rows, cols, required, vector, w);
+}
+
+/* Layer l's MLA up-projections: the fused attn_kv_b, the split attn_k_b / attn_v_b (today's
+   llama.cpp: 3-D, one matrix per head) or both (ik_llama.cpp's converter, k_b / v_b 2-D). */
+static int bind_mla_kv_b(binder *b, int l) {
+    clb_model *m = b->m;
+    const clb_hparams *hp = m->hp;
+    clb_layer *L = &m->layers[l];
+    const int64_t H = hp->n_head, r = hp->kv_lora_rank, nope = hp->head_dim - hp->n_rot, hdv = hp->head_dim_v;
+    char kvb[64], kb[64], vb[64];
+    snprintf(kvb, sizeof kvb, "blk.%d.attn_kv_b.weight", l);
+    snprintf(kb, sizeof kb, "blk.%d.attn_k_b.weight", l);
+    snprintf(vb, sizeof vb, "blk.%d.attn_v_b.weight", l);
+    const bool fused = clb_source_find(&m->src, kvb) != NULL, has_k = clb_source_find(&m->src, kb) != NULL,
+               has_v = clb_source_find(&m->src, vb) != NULL;
+    if (has_k != has_v)
+        return clb_err(COLIBRI_ERR_FORMAT, "%s: tensor '%s' without '%s' (the split MLA layout needs both)",
+                       m->src.path, has_k ? kb : vb, has_k ? vb : kb);
+    if (!fused && !has_k)
+        return clb_err(COLIBRI_ERR_FORMAT, "%s: missing tensor '%s' (or the split '%s' and '%s')", m->src.path, kvb,
+                       kb, vb);
+    int rc = bind(b, kvb, H * (nope + hdv), r, fused, false, &L->wkv_b);
+    if (!rc && has_k) rc = bind_heads(b, kb, H, H * r, nope, REQUIRED, false, &L->wk_b);
+    if (!rc && has_k) rc = bind_heads(b, vb, H, H * hdv, r, REQUIRED, false, &L->wv_b);
+    return rc;
 }
 
 /* Layer l's attention experts (hp->n_attn_exp): the router, and each expert's query and
@@ -139,7 +172,7 @@ static int bind_layer(binder *b, int l) {
     B("attn_output.weight", E, od, REQUIRED, false, &L->wo);
     B("attn_sinks.weight", 1, hp->n_head, clb_hparams_attn_layer(hp, l).sinks, true, &L->sinks);
     if (hp->attn_kind == CLB_ATTN_MLA) {
-        const int64_t r = hp->kv_lora_rank, nope = hp->head_dim - hp->n_rot;
+        const int64_t r = hp->kv_lora_rank;
         if (hp->q_lora_rank > 0) {
             B("attn_q_a.weight", hp->q_lora_rank, E, REQUIRED, false, &L->wq_a);
             B("attn_q_a_norm.weight", 1, hp->q_lora_rank, REQUIRED, true, &L->q_a_norm);
@@ -149,7 +182,7 @@ static int bind_layer(binder *b, int l) {
         }
         B("attn_kv_a_mqa.weight", r + hp->n_rot, E, REQUIRED, false, &L->wkv_a);
         B("attn_kv_a_norm.weight", 1, r, REQUIRED, true, &L->kv_a_norm);
-        B("attn_kv_b.weight", (int64_t)hp->n_head * (nope + hp->head_dim_v), r, REQUIRED, false, &L->wkv_b);
+        if ((rc = bind_mla_kv_b(b, l))) return rc;
         goto ffn;
     }
     B("attn_q.weight", qd, E, REQUIRED, false, &L->wq);

@@ -170,6 +170,9 @@ typedef struct clb_layer {
     /* MLA (attn_kind == MLA) */
     clb_weight wq_a, q_a_norm, wq_b;    /* q_lora_rank > 0: q = wq_b(norm(wq_a x)); else wq */
     clb_weight wkv_a, kv_a_norm, wkv_b; /* [kv_lora_rank + n_rot][n_embd], [kv_lora_rank], [n_head*(nope+hdv)][kv_lora_rank] */
+    /* MLA split as today's llama.cpp writes it (either or both of these and wkv_b present):
+       wk_b [n_head*kv_lora_rank][nope] (W_uk^T per head), wv_b [n_head*hdv][kv_lora_rank] (W_uv) */
+    clb_weight wk_b, wv_b;
     clb_weight ffn_norm, ffn_norm_b;    /* [n_embd] f32; the bias with CLB_NORM_LAYER */
     bool is_moe;
     clb_weight ffn_gate, ffn_up, ffn_down;      /* dense FFN */

@@ -66,6 +66,40 @@ static bool any_layer_has(const clb_gguf *g, const char *fmt, int n_layer) {
     return false;
 }
 
+/* DeepSeek's MLA as today's llama.cpp converter writes it (attn_k_b / attn_v_b, no
+   attn_kv_b): key_length / value_length are the widths of the cached latent (kv_lora_rank +
+   rope, kv_lora_rank, one "KV head"), key_length_mla / value_length_mla the per-head q/k
+   (nope + rope) and v widths, which colibri's head_dim / head_dim_v are. Files without the
+   _mla keys (the unsplit layout, or ik_llama.cpp's) state the per-head widths directly. */
+static int mla_split_lengths(const clb_gguf *g, const char *arch, clb_hparams *hp, const char *path) {
+    int k_mla = 0, v_mla = 0;
+    const bool hk = geti(g, arch, "attention.key_length_mla", 0, &k_mla);
+    const bool hv = geti(g, arch, "attention.value_length_mla", 0, &v_mla);
+    if (!hk && !hv) return COLIBRI_OK;
+    if (hk != hv)
+        return clb_err(COLIBRI_ERR_FORMAT, "%s: %s.attention.%s_length_mla without %s_length_mla", path, arch,
+                       hk ? "key" : "value", hk ? "value" : "key");
+    if (hp->head_dim != hp->kv_lora_rank + hp->n_rot || hp->head_dim_v != hp->kv_lora_rank)
+        return clb_err(COLIBRI_ERR_FORMAT,
+                       "%s: %s.attention.key_length %d / value_length %d are not the latent widths %d / %d "
+                       "(kv_lora_rank + rope.dimension_count / kv_lora_rank) that key_length_mla implies",
+                       path, arch, hp->head_dim, hp->head_dim_v, hp->kv_lora_rank + hp->n_rot, hp->kv_lora_rank);
+    /* the widths layer 0's k_b ([H][rank][nope], or 2-D [H x rank][nope]) and v_b ([H][v][rank],
+       or [H x v][rank]) have */
+    const clb_tensor *kb = clb_gguf_find_tensor(g, "blk.0.attn_k_b.weight");
+    const clb_tensor *vb = clb_gguf_find_tensor(g, "blk.0.attn_v_b.weight");
+    const int64_t nope = kb && kb->n_dims >= 2 ? kb->shape[kb->n_dims - 1] : k_mla - hp->n_rot;
+    const int64_t v = !vb || vb->n_dims < 2 ? v_mla : vb->n_dims == 3 ? vb->shape[1] : vb->shape[0] / CLB_MAX(hp->n_head, 1);
+    if (nope + hp->n_rot != k_mla || v != v_mla)
+        return clb_err(COLIBRI_ERR_FORMAT,
+                       "%s: %s.attention.key_length_mla %d / value_length_mla %d disagree with the tensors "
+                       "blk.0.attn_k_b / attn_v_b (nope %lld + rope %d, v %lld)",
+                       path, arch, k_mla, v_mla, (long long)nope, hp->n_rot, (long long)v);
+    hp->head_dim = k_mla;
+    hp->head_dim_v = v_mla;
+    return COLIBRI_OK;
+}
+
 static int hparams_from_gguf(const clb_gguf *g, const char *arch, clb_hparams *hp, const char *path) {
     memset(hp, 0, sizeof *hp);
     key_err = 0;
@@ -130,10 +164,12 @@ static int hparams_from_gguf(const clb_gguf *g, const char *arch, clb_hparams *h
         hp->qk_norm = CLB_QKNORM_HEAD;
     hp->qkv_bias = has_tensor(g, "blk.%d.attn_q.bias", 0);
     hp->o_bias = has_tensor(g, "blk.%d.attn_output.bias", 0);
+    int rc = COLIBRI_OK;
     if (hp->attn_kind == CLB_ATTN_MLA) {
         geti(g, arch, "attention.q_lora_rank", 0, &hp->q_lora_rank);
         geti(g, arch, "attention.kv_lora_rank", 0, &hp->kv_lora_rank);
         geti(g, arch, "leading_dense_block_count", 0, &hp->first_dense);
+        if ((rc = mla_split_lengths(g, arch, hp, path))) return rc;
         hp->n_head_kv = hp->n_head;
         hp->rope_offset = hp->head_dim - hp->n_rot;
     }
@@ -145,7 +181,6 @@ static int hparams_from_gguf(const clb_gguf *g, const char *arch, clb_hparams *h
     }
     snprintf(key, sizeof key, "%s.rope.scaling.type", arch);
     char *rs = clb_gguf_get_str(g, key);
-    int rc = COLIBRI_OK;
     if (rs && strcmp(rs, "none") != 0) {
         getf(g, arch, "rope.scaling.factor", 1.0f, &hp->rope_factor);
         int orig = hp->max_pos; /* written as an integer by llama.cpp */
@@ -184,12 +219,6 @@ static int hparams_from_gguf(const clb_gguf *g, const char *arch, clb_hparams *h
                            hp->rope_scaling);
         hp->rope_scaling = CLB_ROPE_SCALING_FREQS;
     }
-    snprintf(key, sizeof key, "%s.attention.key_length_mla", arch);
-    if (clb_gguf_find(g, key))
-        return clb_err(COLIBRI_ERR_UNSUPPORTED,
-                       "%s: this DeepSeek GGUF uses the split MLA layout (attn_k_b / attn_v_b, %s), which is not "
-                       "supported; convert the Hugging Face model, or use a file written before that layout",
-                       path, key);
     if (hp->attn_kind == CLB_ATTN_MLA) {
         hp->attn_mult = 1.0f / sqrtf((float)hp->head_dim);
         if (hp->rope_scaling == CLB_ROPE_SCALING_YARN && hp->rope_mscale_all_dim != 0 && hp->rope_factor > 1) {

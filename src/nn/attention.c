@@ -17,7 +17,7 @@ struct fa_tile {
     int64_t c0, nc, cbase;  /* its chunks; split mode: first partial state */
 };
 
-static int mla_weights(clb_attn *a, const clb_layer *layers);
+static int mla_weights(clb_attn *a, const clb_layer *layers, bool latent);
 
 int clb_attn_init(clb_attn *a, const clb_hparams *hp, const clb_layer *layers, const clb_kernels *k,
                   const clb_mm_ctx *mm, const clb_rope *rope, clb_pool *pool, int n_threads, int n_batch,
@@ -52,13 +52,15 @@ int clb_attn_init(clb_attn *a, const clb_hparams *hp, const clb_layer *layers, c
     /* key-split partial states: enough for 2 query tiles per thread over the whole context */
     const size_t chunks = (size_t)(kp->max_seq + FA_KC - 1) / FA_KC + 1;
     a->part_floats = CLB_MIN((size_t)2 * (size_t)n_threads * chunks * FA_MAXM * (size_t)(vdim + 2), (size_t)8 << 20);
-    return hp->attn_kind == CLB_ATTN_MLA && kp->mla_latent ? mla_weights(a, layers) : COLIBRI_OK;
+    return hp->attn_kind == CLB_ATTN_MLA ? mla_weights(a, layers, kp->mla_latent) : COLIBRI_OK;
 }
 
 uint64_t clb_attn_qbuf_bytes(const clb_attn *a) {
     /* MLA latent: the latent outputs of every head converted for W_uv */
+    /* (and the queries converted for a split file's quantized W_uk^T, before them) */
     if (!a->wuv) return 0;
-    return clb_matmul_qbuf_bytes(a->hp->kv_lora_rank, (int64_t)a->n_batch * a->hp->n_head);
+    const int64_t cols = CLB_MAX(a->hp->kv_lora_rank, a->hp->head_dim - a->hp->n_rot);
+    return clb_matmul_qbuf_bytes(cols, (int64_t)a->n_batch * a->hp->n_head);
 }
 
 /* The row-major bytes of row r of w (w may be packed: rows interleaved in groups). */
@@ -70,55 +72,68 @@ static const uint8_t *weight_row(const clb_weight *w, int64_t r, uint8_t *group,
     return group + (uint64_t)(r - g0) * w->row_bytes;
 }
 
-/* W_uk^T and W_uv of every head from each layer's kv_b projection ([n_head][nope + hdv][rank]):
-   W_uk^T exactly in f32 from an f32 file, else in f16; W_uv rows as they are (their type). */
-static int mla_weights(clb_attn *a, const clb_layer *layers) {
+/* Rows [row0, row0 + n) of w transposed into cols rows of n values of dtype dt at dst (rb
+   bytes each). row: [w->cols] floats, col: [w->cols * n] floats, group / scratch: one packed
+   group of w. */
+static void transpose_rows(const clb_weight *w, int64_t row0, int64_t n, int dt, uint8_t *dst, uint64_t rb,
+                           float *row, float *col, uint8_t *group, uint8_t *scratch) {
+    for (int64_t i = 0; i < n; i++) {
+        clb_dequantize_row_ref((clb_dtype)w->dtype, weight_row(w, row0 + i, group, scratch), row, w->cols);
+        for (int64_t c = 0; c < w->cols; c++) col[c * n + i] = row[c];
+    }
+    for (int64_t c = 0; c < w->cols; c++) clb_quantize_row_ref((clb_dtype)dt, col + c * n, dst + (uint64_t)c * rb, n);
+}
+
+/* What mla_weights builds for layer L (NULL: nothing, the file's tensors serve): from what,
+   in which type kt, rb bytes a row. */
+static const clb_weight *mla_built(const clb_layer *L, bool latent, int nope, int r, int *kt, uint64_t *rb) {
+    const clb_weight *src = latent ? (L->wk_b.data ? NULL : &L->wkv_b) : (L->wkv_b.data ? NULL : &L->wk_b);
+    if (latent) *kt = src && src->dtype == CLB_DT_F32 ? CLB_DT_F32 : CLB_DT_F16;
+    else *kt = src && src->dtype == CLB_DT_F16 ? CLB_DT_F16 : CLB_DT_F32;
+    *rb = 0;
+    clb_row_bytes(*kt, latent ? nope : r, rb);
+    return src;
+}
+
+/* mla_weights' matrices built from the fused kv_b or transposed from k_b: bytes in all,
+   max_rb the longest source row. */
+static int mla_build(clb_attn *a, const clb_layer *layers, bool latent, uint64_t bytes, uint64_t max_rb) {
     const clb_hparams *hp = a->hp;
     const int H = hp->n_head, nope = hp->head_dim - hp->n_rot, hdv = hp->head_dim_v, r = hp->kv_lora_rank;
-    const int64_t nw = (int64_t)hp->n_layer * H;
-    a->wuk = clb_calloc((size_t)nw, sizeof *a->wuk);
-    a->wuv = clb_calloc((size_t)nw, sizeof *a->wuv);
-    if (!a->wuk || !a->wuv) return clb_err(COLIBRI_ERR_NOMEM, "out of memory");
-    uint64_t bytes = 0, max_rb = 0;
-    for (int l = 0; l < hp->n_layer; l++) {
-        const clb_weight *kvb = &layers[l].wkv_b;
-        const int kt = kvb->dtype == CLB_DT_F32 ? CLB_DT_F32 : CLB_DT_F16;
-        uint64_t rb;
-        clb_row_bytes(kt, nope, &rb);
-        bytes += clb_align_up(rb * (uint64_t)r * (uint64_t)H, 64) + clb_align_up(kvb->row_bytes * (uint64_t)hdv * (uint64_t)H, 64);
-        max_rb = CLB_MAX(max_rb, kvb->row_bytes);
-    }
     a->mla_w = clb_alloc_aligned((size_t)bytes);
-    float *row = clb_malloc(sizeof(float) * (size_t)r), *col = clb_malloc(sizeof(float) * (size_t)nope * (size_t)r);
+    float *row = clb_malloc(sizeof(float) * (size_t)CLB_MAX(r, nope));
+    float *col = clb_malloc(sizeof(float) * (size_t)nope * (size_t)r);
     uint8_t *group = clb_malloc((size_t)max_rb * CLB_PACK_ROWS + 64);
     uint8_t *scratch = clb_malloc((size_t)max_rb * CLB_PACK_ROWS + 64); /* clb_pack_scratch_bytes: one group */
     int rc = COLIBRI_OK;
     if (!a->mla_w || !row || !col || !group || !scratch) rc = clb_err(COLIBRI_ERR_NOMEM, "out of memory for the MLA weights");
     uint8_t *p = a->mla_w;
     for (int l = 0; l < hp->n_layer && !rc; l++) {
-        const clb_weight *kvb = &layers[l].wkv_b;
-        const int kt = kvb->dtype == CLB_DT_F32 ? CLB_DT_F32 : CLB_DT_F16;
+        int kt;
         uint64_t rb;
-        clb_row_bytes(kt, nope, &rb);
+        const clb_weight *src = mla_built(&layers[l], latent, nope, r, &kt, &rb);
+        if (!src) continue;
+        if (!latent) { /* W_uk: head h's nope rows from k_b's rank rows of head h */
+            a->wkb[l] = (clb_weight){.data = p, .dtype = kt, .rows = (int64_t)H * nope, .cols = r, .row_bytes = rb};
+            for (int h = 0; h < H; h++)
+                transpose_rows(src, (int64_t)h * r, r, kt, p + (uint64_t)h * nope * rb, rb, row, col, group, scratch);
+            p = a->mla_w + clb_align_up((uint64_t)(p - a->mla_w) + rb * (uint64_t)nope * H, 64);
+            continue;
+        }
         for (int h = 0; h < H; h++) {
-            const int64_t base = (int64_t)h * (nope + hdv);
-            for (int i = 0; i < nope; i++) { /* col[c][i] = W_uk[h][i][c] */
-                clb_dequantize_row_ref((clb_dtype)kvb->dtype, weight_row(kvb, base + i, group, scratch), row, r);
-                for (int c = 0; c < r; c++) col[(int64_t)c * nope + i] = row[c];
-            }
             clb_weight *wk = &a->wuk[(int64_t)l * H + h];
             *wk = (clb_weight){.data = p, .dtype = kt, .rows = r, .cols = nope, .row_bytes = rb};
-            for (int c = 0; c < r; c++) clb_quantize_row_ref((clb_dtype)kt, col + (int64_t)c * nope, p + (uint64_t)c * rb, nope);
+            transpose_rows(src, (int64_t)h * (nope + hdv), nope, kt, p, rb, row, col, group, scratch);
             p += rb * (uint64_t)r;
         }
         p = a->mla_w + clb_align_up((uint64_t)(p - a->mla_w), 64);
         for (int h = 0; h < H; h++) {
             clb_weight *wv = &a->wuv[(int64_t)l * H + h];
-            *wv = (clb_weight){.data = p, .dtype = kvb->dtype, .rows = hdv, .cols = r, .row_bytes = kvb->row_bytes};
+            *wv = (clb_weight){.data = p, .dtype = src->dtype, .rows = hdv, .cols = r, .row_bytes = src->row_bytes};
             for (int j = 0; j < hdv; j++)
-                memcpy(p + (uint64_t)j * kvb->row_bytes, weight_row(kvb, (int64_t)h * (nope + hdv) + nope + j, group, scratch),
-                       kvb->row_bytes);
-            p += kvb->row_bytes * (uint64_t)hdv;
+                memcpy(p + (uint64_t)j * src->row_bytes,
+                       weight_row(src, (int64_t)h * (nope + hdv) + nope + j, group, scratch), src->row_bytes);
+            p += src->row_bytes * (uint64_t)hdv;
         }
         p = a->mla_w + clb_align_up((uint64_t)(p - a->mla_w), 64);
     }
@@ -129,11 +144,55 @@ static int mla_weights(clb_attn *a, const clb_layer *layers) {
     return rc;
 }
 
+/* The MLA matrices a layer's tensors do not hold as such. Latent cache: W_uk^T and W_uv of
+   every head (a->wuk, a->wuv), a split file's k_b / v_b slices as they are (their type);
+   from the fused kv_b ([n_head][nope + hdv][rank]) W_uk^T transposed, exactly in f32 from
+   an f32 file, else in f16, and W_uv its rows as they are. Decompressed K/V with k_b / v_b
+   but no kv_b: W_uk [n_head * nope][rank] (a->wkb[l]), k_b transposed exactly (f16 from
+   f16, else f32); V comes from v_b itself. */
+static int mla_weights(clb_attn *a, const clb_layer *layers, bool latent) {
+    const clb_hparams *hp = a->hp;
+    const int H = hp->n_head, nope = hp->head_dim - hp->n_rot, hdv = hp->head_dim_v, r = hp->kv_lora_rank;
+    const int64_t nw = (int64_t)hp->n_layer * H;
+    if (latent) {
+        a->wuk = clb_calloc((size_t)nw, sizeof *a->wuk);
+        a->wuv = clb_calloc((size_t)nw, sizeof *a->wuv);
+        if (!a->wuk || !a->wuv) return clb_err(COLIBRI_ERR_NOMEM, "out of memory");
+    } else if (!(a->wkb = clb_calloc((size_t)hp->n_layer, sizeof *a->wkb))) {
+        return clb_err(COLIBRI_ERR_NOMEM, "out of memory");
+    }
+    uint64_t bytes = 0, max_rb = 0;
+    for (int l = 0; l < hp->n_layer; l++) {
+        int kt;
+        uint64_t rb;
+        const clb_weight *src = mla_built(&layers[l], latent, nope, r, &kt, &rb);
+        if (!src) continue;
+        if (latent) bytes += clb_align_up(rb * (uint64_t)r * H, 64) + clb_align_up(src->row_bytes * (uint64_t)hdv * H, 64);
+        else bytes += clb_align_up(rb * (uint64_t)nope * H, 64);
+        max_rb = CLB_MAX(max_rb, src->row_bytes);
+    }
+    int rc = bytes ? mla_build(a, layers, latent, bytes, max_rb) : COLIBRI_OK;
+    if (rc) return rc;
+    /* the split file's own per-head matrices */
+    for (int l = 0; l < hp->n_layer && latent; l++) {
+        const clb_weight *kb = &layers[l].wk_b, *vb = &layers[l].wv_b;
+        if (!kb->data) continue;
+        for (int h = 0; h < H; h++) {
+            a->wuk[(int64_t)l * H + h] = (clb_weight){.data = (const uint8_t *)kb->data + (uint64_t)h * r * kb->row_bytes,
+                                                      .dtype = kb->dtype, .rows = r, .cols = nope, .row_bytes = kb->row_bytes};
+            a->wuv[(int64_t)l * H + h] = (clb_weight){.data = (const uint8_t *)vb->data + (uint64_t)h * hdv * vb->row_bytes,
+                                                      .dtype = vb->dtype, .rows = hdv, .cols = r, .row_bytes = vb->row_bytes};
+        }
+    }
+    return COLIBRI_OK;
+}
+
 void clb_attn_free(clb_attn *a) {
     if (!a) return;
     clb_kv_free(&a->kv);
     clb_free(a->wuk);
     clb_free(a->wuv);
+    clb_free(a->wkb);
     clb_free_aligned(a->mla_w);
 }
 
@@ -566,7 +625,8 @@ static void project_gqa(clb_attn *a, const clb_layer *L, const float *xn, int n,
 /* Multi-head latent attention (DeepSeek-V2/V3): q from a low-rank projection (or directly),
    the kv_lora_rank latent and the rope part of K (one vector shared by all heads); with
    decompress, K/V per head from the latent (the cache then holds those). */
-static void project_mla(clb_attn *a, const clb_layer *L, const float *xn, int n, const int32_t *pos, bool decompress) {
+static void project_mla(clb_attn *a, const clb_layer *L, int l, const float *xn, int n, const int32_t *pos,
+                        bool decompress) {
     const clb_hparams *hp = a->hp;
     const int64_t E = hp->n_embd, H = hp->n_head, hd = hp->head_dim, hdv = hp->head_dim_v, rot = hp->n_rot;
     const int64_t nope = hd - rot, r = hp->kv_lora_rank, qd = H * hd, ckv_w = r + rot, kvb_w = H * (nope + hdv);
@@ -586,14 +646,19 @@ static void project_mla(clb_attn *a, const clb_layer *L, const float *xn, int n,
         clb_rope_apply(a->rope, c + r, 1, (int)rot, 0, pos[t]); /* the shared rope key */
     }
     if (!decompress) return; /* the latent is cached as it is (forward_latent) */
-    clb_matmul(a->mm, &L->wkv_b, a->mla_ckv, ckv_w, n, a->mla_kvb, kvb_w);
+    /* per head [k_nope | v] from the fused kv_b; from a split file all the k_nope, then v_b's
+       values (straight into the new values) */
+    const bool fused = L->wkv_b.data != NULL;
+    const int64_t kstride = fused ? kvb_w : H * nope, kstep = fused ? nope + hdv : nope;
+    clb_matmul(a->mm, fused ? &L->wkv_b : &a->wkb[l], a->mla_ckv, ckv_w, n, a->mla_kvb, fused ? kvb_w : H * nope);
+    if (!fused) clb_matmul(a->mm, &L->wv_b, a->mla_ckv, ckv_w, n, a->kv_v, H * hdv);
     for (int t = 0; t < n; t++) {
-        const float *kvb = a->mla_kvb + t * kvb_w, *kpe = a->mla_ckv + t * ckv_w + r;
+        const float *kvb = a->mla_kvb + t * kstride, *kpe = a->mla_ckv + t * ckv_w + r;
         for (int64_t h = 0; h < H; h++) {
             float *k = a->kv_k + t * H * hd + h * hd, *v = a->kv_v + t * H * hdv + h * hdv;
-            memcpy(k, kvb + h * (nope + hdv), sizeof(float) * (size_t)nope);
+            memcpy(k, kvb + h * kstep, sizeof(float) * (size_t)nope);
             memcpy(k + nope, kpe, sizeof(float) * (size_t)rot);
-            memcpy(v, kvb + h * (nope + hdv) + nope, sizeof(float) * (size_t)hdv);
+            if (fused) memcpy(v, kvb + h * kstep + nope, sizeof(float) * (size_t)hdv);
         }
     }
 }
@@ -622,10 +687,14 @@ static void forward_latent(clb_attn *a, const clb_layer *L, int l, int n, const 
     const clb_kv_layer *KL = &a->kv.layers[l];
     const int H = hp->n_head, hd = hp->head_dim, hdv = hp->head_dim_v, rot = hp->n_rot, nope = hd - rot;
     const int r = hp->kv_lora_rank, kp = KL->k_pad, vp = KL->v_pad;
-    for (int h = 0; h < H; h++)
-        a->jobs[h] = (clb_mm_job){.w = &a->wuk[(int64_t)l * H + h], .xq = (const uint8_t *)(a->q + (int64_t)h * hd),
-                                  .xq_stride = (uint64_t)H * hd * sizeof(float), .n_tok = n,
-                                  .y = a->q_abs + (int64_t)h * kp, .y_stride = (int64_t)H * kp};
+    uint8_t *q = a->mm->qbuf;
+    for (int h = 0; h < H; h++) {
+        clb_mm_job *j = &a->jobs[h];
+        *j = (clb_mm_job){.w = &a->wuk[(int64_t)l * H + h], .n_tok = n, .y = a->q_abs + (int64_t)h * kp,
+                          .y_stride = (int64_t)H * kp};
+        j->xq = clb_mm_convert(a->mm, q, j->w->dtype, nope, a->q + (int64_t)h * hd, (int64_t)H * hd, n, &j->xq_stride);
+        if (j->xq == q) q += j->xq_stride * (uint64_t)n;
+    }
     clb_matmul_jobs(a->mm, a->jobs, H, NULL);
     for (int t = 0; t < n; t++)
         for (int h = 0; h < H; h++) {
@@ -634,7 +703,7 @@ static void forward_latent(clb_attn *a, const clb_layer *L, int l, int n, const 
             memcpy(qa + vp, a->q + ((int64_t)t * H + h) * hd + nope, sizeof(float) * (size_t)rot);
         }
     attend(a, L, l, n, seq, pos, a->q_abs, kp, kp, a->o_lat);
-    uint8_t *q = a->mm->qbuf;
+    q = a->mm->qbuf;
     for (int h = 0; h < H; h++) {
         clb_mm_job *j = &a->jobs[h];
         *j = (clb_mm_job){.w = &a->wuv[(int64_t)l * H + h], .n_tok = n, .y = a->att + (int64_t)h * hdv,
@@ -670,7 +739,7 @@ static void attn_heads(clb_attn *a, const clb_layer *L, int l, const float *xn, 
     const int64_t qd = (int64_t)hp->n_head * hp->head_dim;
     const int64_t kd = (int64_t)hp->n_head_kv * hp->head_dim, vd = (int64_t)hp->n_head_kv * hp->head_dim_v;
     const bool latent = a->kv.layers[l].v_in_k;
-    if (hp->attn_kind == CLB_ATTN_MLA) project_mla(a, L, xn, n, pos, !latent);
+    if (hp->attn_kind == CLB_ATTN_MLA) project_mla(a, L, l, xn, n, pos, !latent);
     else project_gqa(a, L, xn, n, pos, !al.no_rope, with_q);
     const int64_t ckv_w = hp->kv_lora_rank + hp->n_rot;
     for (int t = 0; t < n; t++) {

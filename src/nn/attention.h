@@ -46,9 +46,11 @@ typedef struct clb_attn {
     float *part;        /* [part_floats] key-split partial states (decoding at long context) */
     size_t part_floats;
     /* MLA with the latent cached (kv.layers[l].v_in_k): the up-projections absorbed per head */
-    clb_weight *wuk;    /* [n_layer][n_head] W_uk^T [kv_lora_rank][nope]: f32 from f32 files, else f16 */
-    clb_weight *wuv;    /* [n_layer][n_head] W_uv [head_dim_v][kv_lora_rank]: wkv_b's rows, its type */
-    uint8_t *mla_w;     /* their bytes */
+    clb_weight *wuk;    /* [n_layer][n_head] W_uk^T [kv_lora_rank][nope]: k_b's, else from kv_b (mla_weights) */
+    clb_weight *wuv;    /* [n_layer][n_head] W_uv [head_dim_v][kv_lora_rank]: v_b's, else kv_b's rows */
+    /* MLA decompressed from a split file without kv_b: W_uk built from k_b (mla_weights) */
+    clb_weight *wkb;    /* [n_layer] W_uk [n_head * nope][kv_lora_rank], data NULL where kv_b serves */
+    uint8_t *mla_w;     /* the bytes of what mla_weights built */
     float *q_abs;       /* [B][n_head][k_pad] absorbed queries: [W_uk^T q_nope, 0.., q_pe, 0..] */
     float *o_lat;       /* [B][n_head][kv_lora_rank] attention output in the latent space */
     clb_mm_job *jobs;   /* [n_head] per-head products */

@@ -12,6 +12,9 @@
 #      Where llama.cpp's GGUF cannot carry a config value (qwen2moe's norm_topk_prob=true:
 #      llama.cpp never renormalises), the reference runs on the config llama.cpp's semantics
 #      describe (hf_to_gguf.py --effective-config), so colibri is held to llama.cpp's reading.
+#   3. DeepSeek in today's llama.cpp layout (hf_to_gguf.py --mla-split): against hf_ref and
+#      bit-identical to the unsplit file, k_b / v_b quantized, ik_llama.cpp's layout, and
+#      inconsistent split files refused in one line.
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 . "$ROOT/tests/reference/it_lib.sh"
@@ -95,6 +98,136 @@ case_ mixtral --family mixtral --seed 30 --layers 2 --hidden 64 --heads 4 --kv-h
 case_ qwen3moe-yarn --family qwen3_moe --seed 31 --layers 2 --hidden 64 --heads 4 --kv-heads 2 --head-dim 16 \
     --experts 6 --top-k 2 --ff 32 --vocab 160 --max-pos 256 \
     --rope-scaling '{"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64}'
+
+# DeepSeek in today's llama.cpp layout (hf_to_gguf.py --mla-split: attn_k_b [H][rank][nope] and
+# attn_v_b [H][v][rank] instead of attn_kv_b, head_count_kv 1, key_length / value_length the
+# latent's widths, key_length_mla / value_length_mla the heads'), from the HF directories of
+# the cases above: against hf_ref within the same bounds, and bit-identical logits to the
+# unsplit file of the same model with --mla latent (k_b / v_b used as they are) and --mla
+# decompressed (W_uk transposed from k_b), also through `colibri convert`.
+for name in dsv2-q dsv2-noq dsv3; do
+    [ -f "$WORK/$name.ref" ] || continue
+    dir="$WORK/$name"; sp="$WORK/$name.split.gguf"
+    echo "== $name, split MLA layout"
+    $H2G "$dir" "$sp" --mla-split >/dev/null 2>"$WORK/h2g.err" || { fail "$name: hf_to_gguf --mla-split failed"; continue; }
+    toks=$(csv "$(cat "$dir/tokens.txt")")
+    vocab=$("$PYTHON" -c "import json,sys; print(json.load(open(sys.argv[1]))['vocab_size'])" "$dir/config.json")
+    models=$sp
+    if colibri_convert "$sp" "$WORK/$name.split.colibri"; then
+        check $GNP colibri-bytes "$sp" "$WORK/$name.split.colibri"
+        models="$models $WORK/$name.split.colibri"
+    fi
+    for mode in latent decompressed; do
+        colibri_run "$WORK/$name.fused.ids" $F32KV --mla $mode -m "$WORK/$name.gguf" --tokens "$toks" -n $NGEN \
+            --threads 2 --dump-logits "$WORK/$name.fused.logits" || continue
+        for m in $models; do
+            colibri_run "$WORK/$name.sp.ids" $F32KV --mla $mode -m "$m" --tokens "$toks" -n $NGEN --threads 2 \
+                --dump-logits "$WORK/$name.sp.logits" || continue
+            check "$PYTHON" "$REF/compare.py" logits "$WORK/$name.sp.logits" "$WORK/$name.ref" --vocab "$vocab" \
+                --max-rel-row "$TOL" --min-argmax 1 --label "$name split ($(basename "$m"), --mla $mode) vs hf_ref"
+            check "$PYTHON" "$REF/compare.py" greedy "$WORK/$name.sp.ids" "$WORK/$name.ref.ids" --label "$name split greedy"
+            cmp -s "$WORK/$name.sp.logits" "$WORK/$name.fused.logits" ||
+                fail "$name: split ($(basename "$m"), --mla $mode) logits differ from the unsplit file's"
+        done
+    done
+done
+
+# The split k_b / v_b quantized (Q8_0, Q4_0: rows of nope and rank, multiples of 32), on a V3
+# with q_lora: against hf_ref on the weights the file holds (kv_b_proj rebuilt from the
+# dequantised k_b / v_b); the bound leaves room for colibri's Q8_0 activations of the
+# quantized products (the queries into W_uk^T, the latent outputs into W_uv; the latent into
+# v_b when decompressed), which hf_ref does not round (observed rms/std ~0.005).
+q=dsv3-kbq
+$GEN --out "$WORK/$q" --family deepseek_v3 --seed 40 --layers 2 --hidden 64 --heads 4 --experts 6 --top-k 2 --ff 32 \
+    --dense-ff 64 --first-dense 1 --shared-experts 1 --q-lora-rank 32 --kv-lora-rank 64 --qk-nope 32 --qk-rope 16 \
+    --v-head-dim 32 --vocab 160 --n-tokens 24 --margin-greedy $NGEN >"$WORK/gen.log" 2>&1 || fail "$q: gen_model failed"
+toks=$(csv "$(cat "$WORK/$q/tokens.txt")")
+for t in q8_0 q4_0; do
+    echo "== $q: k_b / v_b $t"
+    $H2G "$WORK/$q" "$WORK/$q-$t.gguf" --mla-split --mla-split-type $t >/dev/null || { fail "$q $t: hf_to_gguf failed"; continue; }
+    "$PYTHON" - "$REF" "$WORK/$q-$t.gguf" "$WORK/$q" "$WORK/$q-$t.hf" <<'EOF2' || { fail "$q $t: dequantised HF directory"; continue; }
+import os, shutil, sys
+sys.path.insert(0, sys.argv[1])
+import numpy as np
+import gguf_np as G
+import safetensors_np as S
+_, _, t = G.read_typed(sys.argv[2])
+src, out = sys.argv[3], sys.argv[4]
+os.makedirs(out, exist_ok=True)
+shutil.copy(os.path.join(src, "config.json"), out)
+W = {k: np.asarray(v, dtype=np.float32) for k, v in S.load_dir(src).items()}
+for name in W:
+    if name.endswith("self_attn.kv_b_proj.weight"):
+        L = name.split(".")[2]
+        kb = G.tensor_f32(t[f"blk.{L}.attn_k_b.weight"])  # [H][rank][nope]
+        vb = G.tensor_f32(t[f"blk.{L}.attn_v_b.weight"])  # [H][v][rank]
+        W[name] = np.concatenate([kb.transpose(0, 2, 1), vb], axis=1).reshape(-1, kb.shape[1])
+S.save(os.path.join(out, "model.safetensors"), W)
+EOF2
+    "$PYTHON" "$REF/hf_ref.py" "$WORK/$q-$t.hf" --tokens "$toks" --out "$WORK/$q-$t.ref" --greedy $NGEN \
+        >"$WORK/$q-$t.ref.ids" || { fail "$q $t: hf_ref failed"; continue; }
+    for mode in latent decompressed; do
+        colibri_run "$WORK/$q.ids" $F32KV --mla $mode -m "$WORK/$q-$t.gguf" --tokens "$toks" -n $NGEN --threads 2 \
+            --dump-logits "$WORK/$q.logits" || continue
+        check "$PYTHON" "$REF/compare.py" logits "$WORK/$q.logits" "$WORK/$q-$t.ref" --vocab 160 --rms-std 0.02 \
+            --min-argmax 1 --label "$q $t (--mla $mode) vs hf_ref on its weights"
+        check "$PYTHON" "$REF/compare.py" greedy "$WORK/$q.ids" "$WORK/$q-$t.ref.ids" --label "$q $t greedy"
+    done
+done
+
+# ik_llama.cpp's converter writes attn_kv_b and 2-D attn_k_b [H x rank][nope] / attn_v_b
+# [H x v][rank] side by side, with the unsplit keys: the latent cache then runs on k_b / v_b
+# (bit-identical to the split file), decompressed on kv_b (bit-identical to the unsplit one).
+# Then inconsistent split files, each refused in one line: a k_b without its v_b, k_b stored
+# [H][nope][rank], key_length_mla without value_length_mla, key_length not the latent's
+# width, key_length_mla disagreeing with the tensors.
+if [ -f "$WORK/dsv3.split.gguf" ]; then
+    for v in ik no-vb kb-t one-mla latent-kl bad-mla; do
+        "$PYTHON" - "$REF" "$WORK/dsv3.split.gguf" "$WORK/dsv3.gguf" "$WORK/dsv3-$v.gguf" "$v" <<'EOF2' || fail "dsv3 $v: GGUF surgery"
+import sys
+sys.path.insert(0, sys.argv[1])
+import gguf_np as G
+split, fused, out, v = sys.argv[2:6]
+kv, ty, t = G.read_typed(split)
+keys = list(kv)
+ts = [(n, G.tensor_f32(x)) for n, x in t.items()]
+A = "deepseek2.attention."
+if v == "ik":
+    kv, ty, ft = G.read_typed(fused)
+    keys = list(kv)
+    ts = [(n, G.tensor_f32(x)) for n, x in ft.items()]
+    ts += [(n, a.reshape(-1, a.shape[-1])) for n, a in ((n, G.tensor_f32(x)) for n, x in t.items()) if "_b.weight" in n
+           and ("attn_k_b" in n or "attn_v_b" in n)]
+elif v == "no-vb":
+    ts = [(n, a) for n, a in ts if n != "blk.0.attn_v_b.weight"]
+elif v == "kb-t":
+    ts = [(n, a.transpose(0, 2, 1) if n == "blk.1.attn_k_b.weight" else a) for n, a in ts]
+elif v == "one-mla":
+    keys.remove(A + "value_length_mla")
+elif v == "latent-kl":
+    kv[A + "key_length"] += 1
+elif v == "bad-mla":
+    kv[A + "key_length_mla"] += 8
+G.write(out, [(k, ty[k], kv[k]) for k in keys], ts)
+EOF2
+    done
+    toks=$(csv "$(cat "$WORK/dsv3/tokens.txt")")
+    for mode in latent decompressed; do
+        ref=$([ $mode = latent ] && echo split.gguf || echo gguf)
+        for m in dsv3-ik.gguf "dsv3.$ref"; do
+            colibri_run "$WORK/ik.ids" $F32KV --mla $mode -m "$WORK/$m" --tokens "$toks" -n 2 --threads 2 \
+                --dump-logits "$WORK/$m.$mode.logits" || continue 2
+        done
+        cmp -s "$WORK/dsv3-ik.gguf.$mode.logits" "$WORK/dsv3.$ref.$mode.logits" ||
+            fail "dsv3 in ik_llama.cpp's layout (--mla $mode): logits differ from dsv3.$ref's"
+    done
+    expect_clean_error "attn_k_b.weight' without 'blk.0.attn_v_b.weight" run -m "$WORK/dsv3-no-vb.gguf" --tokens 1,2 -n 1
+    expect_clean_error "'blk.1.attn_k_b.weight' has shape \[4,16,32\]" run -m "$WORK/dsv3-kb-t.gguf" --tokens 1,2 -n 1
+    expect_clean_error "key_length_mla without value_length_mla" run -m "$WORK/dsv3-one-mla.gguf" --tokens 1,2 -n 1
+    expect_clean_error "not the latent widths" run -m "$WORK/dsv3-latent-kl.gguf" --tokens 1,2 -n 1
+    expect_clean_error "key_length_mla 32 / value_length_mla 16 disagree with the tensors" \
+        run -m "$WORK/dsv3-bad-mla.gguf" --tokens 1,2 -n 1
+fi
 
 # GGUF layouts colibri does not read are refused by name: SmallThinker's (llama.cpp's
 # "smallthinker") and Phi-3.5-MoE's (llama.cpp's "phimoe": RMSNorm and softmax routing)

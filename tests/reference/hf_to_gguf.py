@@ -4,6 +4,7 @@ supports, re-implemented in numpy (no torch, no gguf-py) so tests can produce GG
 named and laid out exactly the way llama.cpp names them.
 
   hf_to_gguf.py HF_DIR OUT.gguf [--effective-config OUT_CONFIG.json] [--name NAME]
+                [--mla-split [--mla-split-type f32|q8_0|q4_0]]
 
 Every tensor is written F32 (convert_hf_to_gguf.py --outtype f32). The layout follows
 llama.cpp at commit c392e5094deaf2d1a7c18683214f007fad3fe42b (February 2025), the commit
@@ -35,6 +36,15 @@ the same semantics. The tokenizer section is a minimal SentencePiece-style vocab
 (tokenizer.ggml.model "llama") of vocab_size tokens: <unk>, <s>, </s>, byte tokens when the
 vocabulary has room for all 256, then filler pieces.
 
+--mla-split writes DeepSeek's MLA as today's llama.cpp converter does (DeepseekV2Model
+since its MLA rework, 2025): kv_b_proj viewed as [num_key_value_heads][nope + v][rank] and
+cut into blk.L.attn_k_b.weight = the nope rows transposed, [H][rank][nope] (ne {nope, rank,
+H}), and blk.L.attn_v_b.weight = the v rows, [H][v][rank] (ne {rank, v, H}); no attn_kv_b;
+head_count_kv 1; key_length = kv_lora_rank + qk_rope_head_dim, value_length = kv_lora_rank
+(the latent "KV head"), key_length_mla = qk_nope_head_dim + qk_rope_head_dim,
+value_length_mla = v_head_dim. --mla-split-type stores those two tensors as Q8_0 / Q4_0
+blocks (what llama-quantize may make of them; rows must be multiples of 32).
+
 Deliberate differences from c392e50 (each changes nothing for real checkpoints):
 * llama3 rope factors take original_max_position_embeddings from rope_scaling (where HF
   puts it; c392e50 looked at the top level of config.json and defaulted to 8192).
@@ -53,6 +63,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gguf_np as G  # noqa: E402
+import quant  # noqa: E402
 import safetensors_np  # noqa: E402
 
 ARCH = {
@@ -207,7 +218,27 @@ def llama3_rope_freqs(c):
     return np.array(out, dtype=np.float32)
 
 
-def convert(hf_dir, name=None):
+def mla_split(a, c):
+    """DeepseekV2Model.modify_tensors (today's llama.cpp): kv_b_proj -> (k_b, v_b)."""
+    n_head_kv = c.get("num_key_value_heads") or c["num_attention_heads"]
+    nope, vd = c["qk_nope_head_dim"], c["v_head_dim"]
+    if a.shape[0] != n_head_kv * (nope + vd):
+        raise SystemExit(f"hf_to_gguf: kv_b_proj has {a.shape[0]} rows, not {n_head_kv} x ({nope} + {vd})")
+    kv_b = a.reshape(n_head_kv, nope + vd, a.shape[-1])
+    return np.ascontiguousarray(kv_b[:, :nope, :].transpose(0, 2, 1)), np.ascontiguousarray(kv_b[:, nope:, :])
+
+
+def ggml_blocks(a, dtype):
+    """(raw block bytes, ggml type) of a float32 array as Q8_0 / Q4_0 (rows along the last dim)."""
+    if dtype == "q8_0":
+        d, q = quant.quantize_q8_0(a)
+        return np.concatenate([d.astype("<f2").view(np.uint8).reshape(-1, 2), q.view(np.uint8)], axis=1), G.GGML_Q8_0
+    d, q = quant.quantize_q4_0(a)
+    qs = (q[:, :16] | (q[:, 16:] << 4)).astype(np.uint8)
+    return np.concatenate([d.astype("<f2").view(np.uint8).reshape(-1, 2), qs], axis=1), G.GGML_Q4_0
+
+
+def convert(hf_dir, name=None, split=False, split_type="f32"):
     """-> (kv items, [(gguf name, float32 ndarray)], effective config, notes)"""
     with open(os.path.join(hf_dir, "config.json")) as f:
         c = json.load(f)
@@ -271,14 +302,20 @@ def convert(hf_dir, name=None):
             note("olmoe: clip_qkv is not written by llama.cpp's converter")
             eff["clip_qkv"] = None
     elif arch == "deepseek2":
-        base_params(kv, c)
+        base_params(kv, dict(c, num_key_value_heads=1) if split else c)
         kv.u32("{arch}.leading_dense_block_count", c["first_k_dense_replace"])
         kv.u32("{arch}.vocab_size", c["vocab_size"])
         if c.get("q_lora_rank") is not None:
             kv.u32("{arch}.attention.q_lora_rank", c["q_lora_rank"])
         kv.u32("{arch}.attention.kv_lora_rank", c["kv_lora_rank"])
-        kv.u32("{arch}.attention.key_length", c["qk_nope_head_dim"] + c["qk_rope_head_dim"])
-        kv.u32("{arch}.attention.value_length", c["v_head_dim"])
+        if split:  # MQA over the latent: one "KV head" of the latent's widths
+            kv.u32("{arch}.attention.key_length", c["kv_lora_rank"] + c["qk_rope_head_dim"])
+            kv.u32("{arch}.attention.value_length", c["kv_lora_rank"])
+            kv.u32("{arch}.attention.key_length_mla", c["qk_nope_head_dim"] + c["qk_rope_head_dim"])
+            kv.u32("{arch}.attention.value_length_mla", c["v_head_dim"])
+        else:
+            kv.u32("{arch}.attention.key_length", c["qk_nope_head_dim"] + c["qk_rope_head_dim"])
+            kv.u32("{arch}.attention.value_length", c["v_head_dim"])
         kv.u32("{arch}.expert_feed_forward_length", c["moe_intermediate_size"])
         kv.u32("{arch}.expert_count", c["n_routed_experts"])
         kv.u32("{arch}.expert_shared_count", c.get("n_shared_experts") or 0)
@@ -386,6 +423,14 @@ def convert(hf_dir, name=None):
             continue
         if stem not in LAYER_NAMES:
             raise SystemExit(f"hf_to_gguf: cannot map tensor {hf!r}")
+        if split and stem == "self_attn.kv_b_proj":
+            for kind, t in zip(("attn_k_b", "attn_v_b"), mla_split(a, c)):
+                if split_type == "f32":
+                    out.append((f"blk.{L}.{kind}.weight", t))
+                else:
+                    raw, gtype = ggml_blocks(t, split_type)
+                    out.append((f"blk.{L}.{kind}.weight", raw, gtype, t.shape))
+            continue
         out.append((f"blk.{L}.{LAYER_NAMES[stem]}.{suffix}", a))
     n_exp = c.get("num_local_experts") or c.get("num_experts") or c.get("n_routed_experts") or c.get("moe_num_experts")
     for (L, kind), d in sorted(experts.items()):
@@ -393,7 +438,7 @@ def convert(hf_dir, name=None):
             raise SystemExit(f"hf_to_gguf: layer {L} {kind}: experts {sorted(d)} of {n_exp}")
         out.append((f"blk.{L}.{kind}.weight", np.stack([d[e] for e in range(n_exp)], axis=0)))
     tensors = extra + out
-    names = [n for n, _ in tensors]
+    names = [t[0] for t in tensors]
     if len(set(names)) != len(names):
         raise SystemExit("hf_to_gguf: duplicate tensor names")
     add_vocab(kv, c["vocab_size"], c)
@@ -547,11 +592,18 @@ def main():
     ap.add_argument("out")
     ap.add_argument("--name", help="general.name (default: the directory name)")
     ap.add_argument("--effective-config", help="write the config.json llama.cpp's semantics of the file describe")
+    ap.add_argument("--mla-split", action="store_true",
+                    help="DeepSeek: attn_k_b / attn_v_b and the *_length_mla keys (today's llama.cpp layout)")
+    ap.add_argument("--mla-split-type", choices=("f32", "q8_0", "q4_0"), default="f32",
+                    help="the type of attn_k_b / attn_v_b with --mla-split")
     a = ap.parse_args()
-    kv, tensors, eff = convert(a.hf_dir, a.name)
+    with open(os.path.join(a.hf_dir, "config.json")) as f:
+        if a.mla_split and ARCH.get((json.load(f).get("architectures") or [None])[0]) != "deepseek2":
+            raise SystemExit("hf_to_gguf: --mla-split is for DeepSeek-V2/V3 models")
+    kv, tensors, eff = convert(a.hf_dir, a.name, a.mla_split, a.mla_split_type)
     G.write(a.out, kv, tensors)
     n_bytes = sum(t[1].nbytes for t in tensors)
-    print(f"hf_to_gguf: {a.out}: {len(kv)} keys, {len(tensors)} tensors, {n_bytes} bytes of F32")
+    print(f"hf_to_gguf: {a.out}: {len(kv)} keys, {len(tensors)} tensors, {n_bytes} bytes of tensor data")
     if a.effective_config:
         with open(a.effective_config, "w") as f:
             json.dump(eff, f, indent=2)
