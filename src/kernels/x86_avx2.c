@@ -197,32 +197,6 @@ static inline __m256i lut16(const int8_t *tab) {
     return _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)tab));
 }
 
-static void vec_dot_iq4_nl(int64_t n, float *out, const void *w, const void *x) {
-    const clb_block_iq4_nl *a = w;
-    const clb_block_q8_0 *b = x;
-    const __m256i tab = lut16(clb_kvalues_iq4nl);
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / CLB_QK; i++) {
-        const __m256i q = _mm256_shuffle_epi8(tab, unpack_nibbles(a[i].qs));
-        const __m256 d = _mm256_set1_ps(fp16(a[i].d) * fp16(b[i].d));
-        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_i8(q, LD256(b[i].qs))), acc);
-    }
-    *out = hsum_ps(acc);
-}
-
-static void vec_dot_mxfp4(int64_t n, float *out, const void *w, const void *x) {
-    const clb_block_mxfp4 *a = w;
-    const clb_block_q8_0 *b = x;
-    const __m256i tab = lut16(clb_kvalues_mxfp4);
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / CLB_QK; i++) {
-        const __m256i q = _mm256_shuffle_epi8(tab, unpack_nibbles(a[i].qs));
-        const __m256 d = _mm256_set1_ps(clb_e8m0_to_fp32_half(a[i].e) * fp16(b[i].d));
-        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_i8(q, LD256(b[i].qs))), acc);
-    }
-    *out = hsum_ps(acc);
-}
-
 /* ---- 256-weight blocks x Q8_K -------------------------------------------------------- */
 
 /* int16 vector: scale a for lanes 0..7, scale b for lanes 8..15 (two 16-weight sub-blocks) */
@@ -549,14 +523,29 @@ MD_INLINE void tile_q4_0(int64_t nb, const int R, const int T, const uint8_t *w,
         for (int t = 0; t < T; t++) y[(int64_t)t * ys + r] = hsum_ps(acc[r][t]);
 }
 
-/* Q8_0 x Q8_0: |w| (unsigned) times x with w's sign. */
-MD_INLINE void tile_q8_0(int64_t nb, const int R, const int T, const uint8_t *w, uint64_t ws, const uint8_t *x,
-                         uint64_t xs, float *y, int64_t ys, const int vnni) {
+/* Signed int8 weights x Q8_0: |w| (unsigned) times x with w's sign. Q8_0 (kind 0) loads
+   them; the 4-bit codebooks IQ4_NL (1: fp16 d first) and MXFP4 (2: an E8M0 exponent first)
+   index their signed int8 values with the nibbles (laid out as Q4_0's) by one byte shuffle.
+   Exact: |w| <= 127, no int16 saturation. */
+MD_INLINE float e8m0_half(uint8_t e) { /* clb_e8m0_to_fp32_half, inline */
+    const uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+MD_INLINE void tile_s8(int64_t nb, const int R, const int T, const uint8_t *w, uint64_t ws, const uint8_t *x,
+                       uint64_t xs, float *y, int64_t ys, const int vnni, const int kind) {
+    const int mx = kind == 2;
+    const uint64_t bb = kind == 0 ? sizeof(clb_block_q8_0) : mx ? sizeof(clb_block_mxfp4) : sizeof(clb_block_iq4_nl);
+    const uint64_t qo = mx ? 1 : 2;
     __m256 acc[4][4];
     CLB_UNROLL
     for (int r = 0; r < R; r++)
         CLB_UNROLL
         for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps();
+    const __m256i tab = lut16(mx ? clb_kvalues_mxfp4 : clb_kvalues_iq4nl), m4 = _mm256_set1_epi8(0x0F);
+    const __m256i shift = _mm256_setr_epi64x(0, 0, 4, 4);
     for (int64_t b = 0; b < nb; b++) {
         __m256i xv[4];
         __m256 dx[4];
@@ -568,10 +557,14 @@ MD_INLINE void tile_q8_0(int64_t nb, const int R, const int T, const uint8_t *w,
         }
         CLB_UNROLL
         for (int r = 0; r < R; r++) {
-            const clb_block_q8_0 *wb = (const clb_block_q8_0 *)(w + (uint64_t)r * ws) + b;
-            const __m256i q = LD256(wb->qs);
+            const uint8_t *wb = w + (uint64_t)r * ws + (uint64_t)b * bb;
+            const __m256i q = kind == 0 ? LD256(wb + qo)
+                                        : _mm256_shuffle_epi8(tab, _mm256_and_si256(_mm256_srlv_epi64(
+                                              _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(wb + qo))), shift), m4));
             const __m256i aq = _mm256_sign_epi8(q, q);
-            const __m256 dw = bcast_fp16(wb->d);
+            uint16_t h;
+            memcpy(&h, wb, 2);
+            const __m256 dw = mx ? _mm256_set1_ps(e8m0_half(wb[0])) : bcast_fp16(h);
             CLB_UNROLL
             for (int t = 0; t < T; t++) {
                 const __m256i p = dot_us(aq, _mm256_sign_epi8(xv[t], q), vnni);
@@ -654,15 +647,23 @@ MD_INLINE void tile_q4_k(int64_t nb, const int R, const int T, const uint8_t *w,
 /* the tiles with the dot-product flavour bound, as CLB_DEFINE_MDOT wants them */
 #define TILE_Q4_0(...) tile_q4_0(__VA_ARGS__, 0)
 #define TILE_Q4_0_VNNI(...) tile_q4_0(__VA_ARGS__, 1)
-#define TILE_Q8_0(...) tile_q8_0(__VA_ARGS__, 0)
-#define TILE_Q8_0_VNNI(...) tile_q8_0(__VA_ARGS__, 1)
+#define TILE_Q8_0(...) tile_s8(__VA_ARGS__, 0, 0)
+#define TILE_Q8_0_VNNI(...) tile_s8(__VA_ARGS__, 1, 0)
 #define TILE_Q4_K(...) tile_q4_k(__VA_ARGS__, 0)
+#define TILE_IQ4_NL(...) tile_s8(__VA_ARGS__, 0, 1)
+#define TILE_IQ4_NL_VNNI(...) tile_s8(__VA_ARGS__, 1, 1)
+#define TILE_MXFP4(...) tile_s8(__VA_ARGS__, 0, 2)
+#define TILE_MXFP4_VNNI(...) tile_s8(__VA_ARGS__, 1, 2)
 
 CLB_DEFINE_MDOT(mdot_q4_0, TILE_Q4_0, CLB_QK, 2)
 CLB_DEFINE_MDOT(mdot_q4_0_vnni, TILE_Q4_0_VNNI, CLB_QK, 2)
 CLB_DEFINE_MDOT(mdot_q8_0, TILE_Q8_0, CLB_QK, 2)
 CLB_DEFINE_MDOT(mdot_q8_0_vnni, TILE_Q8_0_VNNI, CLB_QK, 2)
 CLB_DEFINE_MDOT(mdot_q4_k, TILE_Q4_K, CLB_QK_K, 2)
+CLB_DEFINE_MDOT(mdot_iq4_nl, TILE_IQ4_NL, CLB_QK, 2)
+CLB_DEFINE_MDOT(mdot_iq4_nl_vnni, TILE_IQ4_NL_VNNI, CLB_QK, 2)
+CLB_DEFINE_MDOT(mdot_mxfp4, TILE_MXFP4, CLB_QK, 2)
+CLB_DEFINE_MDOT(mdot_mxfp4_vnni, TILE_MXFP4_VNNI, CLB_QK, 2)
 
 /* ---- flash attention (fa_body_impl.h) ------------------------------------------------ */
 
@@ -709,6 +710,10 @@ void clb_kernels_fill_avx2_mdot(clb_kernels *k, clb_mdot_fn *mdot, bool vnni) {
     mdot[CLB_DT_Q4_0] = vnni ? mdot_q4_0_vnni : mdot_q4_0;
     mdot[CLB_DT_Q8_0] = vnni ? mdot_q8_0_vnni : mdot_q8_0;
     mdot[CLB_DT_Q4_K] = mdot_q4_k;
+    mdot[CLB_DT_IQ4_NL] = vnni ? mdot_iq4_nl_vnni : mdot_iq4_nl;
+    mdot[CLB_DT_MXFP4] = vnni ? mdot_mxfp4_vnni : mdot_mxfp4;
+    k->vec_dot[CLB_DT_IQ4_NL] = vnni ? mdot_iq4_nl_vnni_1 : mdot_iq4_nl_1;
+    k->vec_dot[CLB_DT_MXFP4] = vnni ? mdot_mxfp4_vnni_1 : mdot_mxfp4_1;
     k->vec_dot[CLB_DT_Q4_0] = vnni ? mdot_q4_0_vnni_1 : mdot_q4_0_1;
     k->vec_dot[CLB_DT_Q8_0] = vnni ? mdot_q8_0_vnni_1 : mdot_q8_0_1;
     k->vec_dot[CLB_DT_Q4_K] = mdot_q4_k_1;
@@ -728,8 +733,6 @@ void clb_kernels_fill_avx2(clb_kernels *k) {
     k->vec_dot[CLB_DT_Q4_1] = vec_dot_q4_1;
     k->vec_dot[CLB_DT_Q5_0] = vec_dot_q5_0;
     k->vec_dot[CLB_DT_Q5_1] = vec_dot_q5_1;
-    k->vec_dot[CLB_DT_IQ4_NL] = vec_dot_iq4_nl;
-    k->vec_dot[CLB_DT_MXFP4] = vec_dot_mxfp4;
     k->vec_dot[CLB_DT_Q2_K] = vec_dot_q2_k;
     k->vec_dot[CLB_DT_Q3_K] = vec_dot_q3_k;
     k->vec_dot[CLB_DT_Q5_K] = vec_dot_q5_k;
@@ -739,7 +742,7 @@ void clb_kernels_fill_avx2(clb_kernels *k) {
     k->quantize[CLB_DT_Q8_0] = quantize_q8_0;
     k->quantize[CLB_DT_Q8_K] = quantize_q8_k;
     fa_fill_avx2(k);
-    /* Q4_0, Q8_0, Q4_K: the blocked kernels (clb_kernels_fill_avx2_mdot) */
+    /* Q4_0, Q8_0, Q4_K, IQ4_NL, MXFP4: the blocked kernels (clb_kernels_fill_avx2_mdot) */
 }
 
 #else

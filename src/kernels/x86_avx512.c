@@ -28,7 +28,7 @@
 /* the R x T loops must be unrolled so the accumulators stay in registers */
 #define UNROLL _Pragma("GCC unroll 4")
 
-enum { PAIR_Q4 = 2 * (int)sizeof(clb_block_q4_0), PAIR_Q8 = 2 * (int)sizeof(clb_block_q8_0) };
+enum { PAIR_Q8 = 2 * (int)sizeof(clb_block_q8_0) };
 
 static inline __mmask64 bytes_mask(int n) { return n >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << n) - 1); }
 
@@ -88,7 +88,11 @@ MD_INLINE __m512i load_w_q8(const uint8_t *p, int single, __m512i qidx, __m512i 
     return _mm512_permutex2var_epi8(*raw, qidx, hi);
 }
 
-/* ---- the tile: Q4_0 (Q8 = 0) or Q8_0 (Q8 = 1) weights ------------------------------- */
+/* ---- the tile: Q4_0, Q8_0, IQ4_NL or MXFP4 weights ------------------------------------ *
+ * IQ4_NL and MXFP4 (4-bit codebooks) unpack their nibbles as Q4_0 does, then VPSHUFB maps
+ * them to the signed int8 codebook values, and the product is Q8_0's (x + 128 unsigned
+ * against the signed weight, less 128 * sum w): exact, |w| <= 127. */
+enum { K_Q4_0, K_Q8_0, K_IQ4_NL, K_MXFP4 };
 
 /* Q4_0 pair: bytes 2..17 twice, then 20..35 twice (each block's 16 nibble bytes in both
    halves of its 256-bit lane, shifted by 0 / 4 below) */
@@ -102,16 +106,39 @@ static const uint8_t q8_idx[64] = {
     24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47,
     48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63, 64, 65, 66, 67};
 
+/* MXFP4 pair (17-byte blocks, the exponent first): bytes 1..16 twice, then 18..33 twice */
+static const uint8_t mx_idx[64] = {
+    1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15, 16, 1,  2,  3,  4,  5,  6,
+    7,  8,  9,  10, 11, 12, 13, 14, 15, 16, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29,
+    30, 31, 32, 33, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33};
+
+/* the two E8M0 exponents of an MXFP4 pair (bytes 0 and 17 of raw) as the float lanes
+   2^(e - 128) (clb_e8m0_to_fp32_half: the codebook holds twice the E2M1 values), 8 each */
+MD_INLINE __m512 mx_scale_lanes(__m512i raw) {
+    const __m512i e = _mm512_maskz_permutexvar_epi8(0x1111111111111111ull,
+                                                     _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 17, 17, 17, 17, 17, 17, 17, 17),
+                                                     raw);
+    const __mmask16 normal = _mm512_cmpge_epi32_mask(e, _mm512_set1_epi32(2));
+    const __m512i sub = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
+    const __m512i nrm = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
+    return _mm512_castsi512_ps(_mm512_mask_blend_epi32(normal, sub, nrm));
+}
+
 /* VPERMW indices: word 0 for lanes 0-7, word `second` (the second block's scale) for 8-15 */
 #define SCALE_IDX(second)                                                                               \
     _mm512_setr_epi32(0, 0, 0, 0, (second) * 0x10001, (second) * 0x10001, (second) * 0x10001,           \
                       (second) * 0x10001, 0, 0, 0, 0, 0, 0, 0, 0)
 
 MD_INLINE void tile(int64_t nb, const int R, const int T, const uint8_t *w, uint64_t ws, const uint8_t *x,
-                    uint64_t xs, float *y, int64_t ys, const int Q8) {
-    const uint64_t wblock = Q8 ? sizeof(clb_block_q8_0) : sizeof(clb_block_q4_0);
-    const __m512i qidx = _mm512_loadu_si512(Q8 ? q8_idx : q4_idx);
-    const __m512i xsc = SCALE_IDX(17), wsc = Q8 ? xsc : SCALE_IDX(9);
+                    uint64_t xs, float *y, int64_t ys, const int kind) {
+    const int Q8 = kind != K_Q4_0; /* the signed-weight product */
+    const uint64_t wblock = kind == K_Q8_0 ? sizeof(clb_block_q8_0)
+                            : kind == K_MXFP4 ? sizeof(clb_block_mxfp4)
+                                              : sizeof(clb_block_q4_0); /* = IQ4_NL's */
+    const __m512i qidx = _mm512_loadu_si512(kind == K_Q8_0 ? q8_idx : kind == K_MXFP4 ? mx_idx : q4_idx);
+    const __m512i xsc = SCALE_IDX(17), wsc = kind == K_Q8_0 ? xsc : SCALE_IDX(9);
+    const __m512i lut = _mm512_broadcast_i32x4(
+        _mm_loadu_si128((const __m128i *)(kind == K_MXFP4 ? clb_kvalues_mxfp4 : clb_kvalues_iq4nl)));
     const __m512i shift = _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4);
     const __m512i m4 = _mm512_set1_epi8(0x0F), eight = _mm512_set1_epi8(8), bias = _mm512_set1_epi8((char)0x80);
     __m512 acc[4][4];
@@ -135,15 +162,15 @@ MD_INLINE void tile(int64_t nb, const int R, const int T, const uint8_t *w, uint
         for (int r = 0; r < R; r++) {
             const uint8_t *wp = w + (uint64_t)r * ws + (uint64_t)b * wblock;
             __m512i q, cw, raw;
-            if (Q8) {
+            if (kind == K_Q8_0) {
                 q = load_w_q8(wp, single, qidx, &raw);
-                cw = dpbusd(bias, q); /* 128 * sum w per lane */
             } else {
-                raw = _mm512_maskz_loadu_epi8(bytes_mask(single ? PAIR_Q4 / 2 : PAIR_Q4), wp);
+                raw = _mm512_maskz_loadu_epi8(bytes_mask((single ? 1 : 2) * (int)wblock), wp);
                 q = _mm512_and_si512(_mm512_srlv_epi64(_mm512_permutexvar_epi8(qidx, raw), shift), m4);
-                cw = _mm512_setzero_si512();
+                if (kind != K_Q4_0) q = _mm512_shuffle_epi8(lut, q); /* the codebook's int8 values */
             }
-            const __m512 dw = scale_lanes(raw, wsc);
+            cw = Q8 ? dpbusd(bias, q) : _mm512_setzero_si512(); /* 128 * sum w per lane */
+            const __m512 dw = kind == K_MXFP4 ? mx_scale_lanes(raw) : scale_lanes(raw, wsc);
             UNROLL
             for (int t = 0; t < T; t++) {
                 const __m512i p = Q8 ? _mm512_sub_epi32(dpbusd(xp[t].q, q), cw)
@@ -170,10 +197,14 @@ MD_INLINE void tile(int64_t nb, const int R, const int T, const uint8_t *w, uint
 #ifndef RB512
 #define RB512 4
 #endif
-#define TILE_Q4_0(...) tile(__VA_ARGS__, 0)
-#define TILE_Q8_0(...) tile(__VA_ARGS__, 1)
+#define TILE_Q4_0(...) tile(__VA_ARGS__, K_Q4_0)
+#define TILE_Q8_0(...) tile(__VA_ARGS__, K_Q8_0)
+#define TILE_IQ4_NL(...) tile(__VA_ARGS__, K_IQ4_NL)
+#define TILE_MXFP4(...) tile(__VA_ARGS__, K_MXFP4)
 CLB_DEFINE_MDOT(mdot512_q4_0, TILE_Q4_0, CLB_QK, RB512)
 CLB_DEFINE_MDOT(mdot512_q8_0, TILE_Q8_0, CLB_QK, RB512)
+CLB_DEFINE_MDOT(mdot512_iq4_nl, TILE_IQ4_NL, CLB_QK, RB512)
+CLB_DEFINE_MDOT(mdot512_mxfp4, TILE_MXFP4, CLB_QK, RB512)
 
 /* ---- packed rows (kernels.h): 16 rows per register lane set ------------------------- *
  * Per block and token: 8 VPDPBUSD with the token's 4 quants broadcast from memory against
@@ -557,6 +588,10 @@ void clb_kernels_fill_avx512_mdot(clb_kernels *k, clb_mdot_fn *mdot, clb_pgemm_f
     mdot[CLB_DT_Q8_0] = mdot512_q8_0;
     k->vec_dot[CLB_DT_Q4_0] = mdot512_q4_0_1;
     k->vec_dot[CLB_DT_Q8_0] = mdot512_q8_0_1;
+    mdot[CLB_DT_IQ4_NL] = mdot512_iq4_nl;
+    mdot[CLB_DT_MXFP4] = mdot512_mxfp4;
+    k->vec_dot[CLB_DT_IQ4_NL] = mdot512_iq4_nl_1;
+    k->vec_dot[CLB_DT_MXFP4] = mdot512_mxfp4_1;
     fa_fill_avx512(k);
     k->fa_scores[CLB_DT_Q4_0] = fa_scores_q4_0_512;
     k->fa_scores[CLB_DT_Q8_0] = fa_scores_q8_0_512;
