@@ -30,7 +30,9 @@ c392e50 group-limited routing was silently dropped.
 
 What a GGUF cannot carry: llama.cpp hard-codes some semantics per architecture (qwen2moe
 and olmoe never renormalise the top-k weights, qwen3moe always does; olmoe has no
-clip_qkv; deepseek2 has no moe_layer_freq). Such config values are reported on stderr
+clip_qkv; deepseek2 has no moe_layer_freq; llama4 has chunks of 8192 on the rope layers,
+NoPE on every 4th, temperature tuning floor 8192 / scale 0.1, the q/k norm unless 128
+experts). Such config values are reported on stderr
 ("note: ...") and --effective-config writes the config.json that describes what llama.cpp
 computes from the file (the value replaced by llama.cpp's), so a reference can be run on
 the same semantics. The tokenizer section is a minimal SentencePiece-style vocabulary
