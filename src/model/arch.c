@@ -300,9 +300,9 @@ static const clb_arch_desc ARCHS[] = {
         .router_score = CLB_SCORE_SIGMOID, /* sigmoid of the top-k logits, not renormalised */
         .hf_rope = CLB_ROPE_NORM, /* adjacent pairs (view_as_complex) */
         .hf_rope_set = true,
+        .gguf_rope = CLB_ROPE_NORM, /* llama.cpp's converter keeps HF's q/k rows (undo_permute off) */
         .theta_default = 500000.0f,
         .llama4 = true,
-        .no_gguf = true, /* llama.cpp's llama4 layout keys are not read */
         .hf_text_config = "text_config",
         .hf_text_prefix = "language_model.",
         .hf_other_prefix = {"vision_model.", "multi_modal_projector."},
@@ -438,7 +438,10 @@ void clb_arch_gguf_defaults(const clb_arch_desc *d, clb_hparams *hp) {
     hp->rope_yarn_exact = d->gguf_yarn_exact;
 }
 
-int clb_arch_gguf_attn_layers(const clb_arch_desc *d, int window, clb_hparams *hp) {
+static int gguf_llama4(int window, int moe_step, clb_hparams *hp);
+
+int clb_arch_gguf_layers(const clb_arch_desc *d, int window, int moe_step, clb_hparams *hp) {
+    if (d && d->llama4) return gguf_llama4(window, moe_step, hp);
     if (!d || (d->swa != SWA_ALT && !d->sinks)) return COLIBRI_OK;
     if (!clb_hparams_attn_layers(hp)) return clb_err(COLIBRI_ERR_NOMEM, "out of memory");
     for (int l = 0; l < hp->n_layer; l++) {
@@ -832,6 +835,23 @@ static int parse_deepseek(const clb_arch_desc *d, const cJSON *c, clb_hparams *h
     return COLIBRI_OK;
 }
 
+/* Llama-4's per-layer attention (rope[l]: a rope layer; chunked[l]: chunked attention of
+   `chunk`), the L2 q/k norm on the rope layers and the temperature tuning on the others;
+   its ungated shared expert of the expert width, the routing weight on the expert input. */
+static int llama4_layers(clb_hparams *hp, const uint8_t *rope, const uint8_t *chunked, int chunk, bool qkn, bool temp) {
+    if (!clb_hparams_attn_layers(hp)) return clb_err(COLIBRI_ERR_NOMEM, "out of memory");
+    for (int l = 0; l < hp->n_layer; l++) {
+        hp->attn_layers[l].no_rope = !rope[l];
+        hp->attn_layers[l].chunk = chunked[l] ? chunk : 0;
+        hp->attn_layers[l].qk_l2 = qkn && rope[l];
+        hp->attn_layers[l].temp_tune = temp && !rope[l];
+    }
+    hp->n_shared_exp = 1;
+    hp->n_ff_shexp = hp->n_ff_exp;
+    hp->moe_weight_on_input = true;
+    return COLIBRI_OK;
+}
+
 /* Llama-4 (Llama4TextConfig.__post_init__, modeling_llama4.py): MoE on moe_layers, by
    default every interleave_moe_layer_step-th layer from step - 1 on, the others an MLP of
    intermediate_size_mlp; the MoE block is top-k of the router logits, sigmoid of those,
@@ -893,18 +913,45 @@ static int parse_llama4(const cJSON *c, clb_hparams *hp) {
         if (chunked[l] && chunk <= 0)
             return clb_err(COLIBRI_ERR_FORMAT, "config.json: layer %d is chunked_attention without attention_chunk_size", l);
     }
-    if (!clb_hparams_attn_layers(hp)) return clb_err(COLIBRI_ERR_NOMEM, "out of memory");
+    for (int l = 0; l < n; l++) hp->dense_layers[l] = !moe[l];
+    return llama4_layers(hp, rope, chunked, chunk, qkn, temp);
+}
+
+/* Llama-4 GGUF files, read as llama.cpp's llama4 loader reads them (llama-model.cpp,
+   ik_llama.cpp's llama-hparams.cpp): the file states the sizes, expert_count,
+   expert_feed_forward_length and interleave_moe_layer_step; the rest is fixed in its code,
+   with the values Llama4TextConfig takes by default (and the published Scout / Maverick
+   configs keep): chunks of 8192 on the rope layers, NoPE on every 4th layer with
+   temperature tuning floor 8192 / scale 0.1, the q/k L2 norm unless the model has 128
+   experts (llama.cpp: off for its 17B_128E type, Maverick, whose config says
+   use_qk_norm false; on for Scout's 16). attention.sliding_window 0 (written when every
+   layer_types entry is full_attention) means no chunk and rope on every layer (mainline
+   llama.cpp; ik_llama.cpp ignores the key); another value is refused, as llama.cpp would
+   run 8192 whatever it says. MoE layers are those with a router, and must be the ones
+   the step makes MoE, (l + 1) % step == 0, as llama.cpp loads them. */
+static int gguf_llama4(int window, int moe_step, clb_hparams *hp) {
+    enum { CHUNK = 8192, NOPE_INTERVAL = 4 };
+    const int n = hp->n_layer;
+    uint8_t rope[CLB_MAX_LAYERS], chunked[CLB_MAX_LAYERS];
+    if (n <= 0 || n > CLB_MAX_LAYERS || !hp->dense_layers) return COLIBRI_OK; /* reported by validation */
+    if (hp->n_expert > 0 && moe_step < 1)
+        return clb_err(COLIBRI_ERR_FORMAT, "llama4.interleave_moe_layer_step is missing or 0 (llama.cpp requires it)");
+    for (int l = 0; hp->n_expert > 0 && l < n; l++)
+        if (hp->dense_layers[l] != ((l + 1) % moe_step != 0))
+            return clb_err(COLIBRI_ERR_FORMAT, "blk.%d has %s router (ffn_gate_inp) but llama4.interleave_moe_layer_step %d makes it %s",
+                           l, hp->dense_layers[l] ? "no" : "a", moe_step, hp->dense_layers[l] ? "MoE" : "dense");
+    if (window > 0 && window != CHUNK)
+        return clb_err(COLIBRI_ERR_UNSUPPORTED,
+                       "llama4.attention.sliding_window %d is not supported (llama.cpp runs llama4 files with chunks of "
+                       "%d, or none when the key is 0, whatever it says)",
+                       window, CHUNK);
     for (int l = 0; l < n; l++) {
-        hp->dense_layers[l] = !moe[l];
-        hp->attn_layers[l].no_rope = !rope[l];
-        hp->attn_layers[l].chunk = chunked[l] ? chunk : 0;
-        hp->attn_layers[l].qk_l2 = qkn && rope[l];
-        hp->attn_layers[l].temp_tune = temp && !rope[l];
+        rope[l] = window == 0 || (l + 1) % NOPE_INTERVAL != 0;
+        chunked[l] = window != 0 && rope[l];
     }
-    hp->n_shared_exp = 1;
-    hp->n_ff_shexp = hp->n_ff_exp;
-    hp->moe_weight_on_input = true;
-    return COLIBRI_OK;
+    hp->attn_temp_floor = (float)CHUNK; /* floor_scale */
+    hp->attn_temp_scale = 0.1f;
+    return llama4_layers(hp, rope, chunked, CHUNK, hp->n_expert != 128, true);
 }
 
 /* JetMoE (configuration_jetmoe.py, modeling_jetmoe.py): num_attention_heads is

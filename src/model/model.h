@@ -213,10 +213,13 @@ const char *clb_arch_supported_list(void);
 /* Sets the family's fixed semantics on hp (GGUF files state only sizes): architecture name,
    q/k norm kind, rope style, router scoring and normalisation, multipliers. */
 void clb_arch_gguf_defaults(const clb_arch_desc *d, clb_hparams *hp);
-/* The family's per-layer attention in a GGUF file of hp->n_layer layers (gpt-oss: sliding
-   on even layers with `window` = <arch>.attention.sliding_window, sinks everywhere);
-   nothing for the families without such a fixed pattern. */
-int clb_arch_gguf_attn_layers(const clb_arch_desc *d, int window, clb_hparams *hp);
+/* The family's per-layer layout in a GGUF file of hp->n_layer layers, from
+   `window` = <arch>.attention.sliding_window and `moe_step` = <arch>.interleave_moe_layer_step
+   (-1 when absent) and hp as read so far: gpt-oss sliding on even layers, sinks everywhere;
+   llama4 its chunked / NoPE layers, q/k L2 norm, temperature tuning and shared expert
+   (checking the routers against the step); nothing for the families without a fixed
+   pattern. */
+int clb_arch_gguf_layers(const clb_arch_desc *d, int window, int moe_step, clb_hparams *hp);
 /* Fills hp from an HF config.json; unsupported options are errors naming the key. */
 int clb_hparams_from_hf(const clb_arch_desc *d, const cJSON *config, clb_hparams *hp);
 /* The .colibri "config" object: our canonical keys (written by convert, read by the loader). */

@@ -258,9 +258,10 @@ static int hparams_from_gguf(const clb_gguf *g, const char *arch, clb_hparams *h
         hp->dense_layers[l] = n_expert > 0 && !has_tensor(g, "blk.%d.ffn_gate_inp.weight", l);
     hp->shexp_gate = hp->n_ff_shexp > 0 && any_layer_has(g, "blk.%d.ffn_gate_inp_shexp.weight", hp->n_layer);
     if (hp->shexp_gate) hp->n_shared_exp = 1;
-    int window = 0;
-    geti(g, arch, "attention.sliding_window", 0, &window);
-    if (!key_err) key_err = clb_arch_gguf_attn_layers(d, window, hp);
+    int window, moe_step;
+    geti(g, arch, "attention.sliding_window", -1, &window);
+    geti(g, arch, "interleave_moe_layer_step", -1, &moe_step);
+    if (!key_err) key_err = clb_arch_gguf_layers(d, window, moe_step, hp);
     if (key_err) {
         clb_err_prefix("%s", path);
         return key_err;

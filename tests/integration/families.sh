@@ -44,9 +44,8 @@ case_ smallthinker --family smallthinker --seed 36 --layers 3 --hidden 64 --head
     --experts 8 --top-k 2 --ff 32 --nope-layers 1 --swa-layers 2 --sliding-window 6 --tie 1 --vocab 192
 case_ smallthinker-sm --family smallthinker --seed 37 --layers 2 --hidden 64 --heads 4 --kv-heads 1 \
     --experts 6 --top-k 3 --ff 48 --router-softmax 1 --tie 0 --vocab 160
-# Llama-4 (HF directory only: llama.cpp's llama4 GGUF files carry neither the chunk size, the
-# NoPE layers, the temperature tuning constants nor use_qk_norm; such a file is refused):
-# MoE every interleave_moe_layer_step-th layer (dense layers of intermediate_size_mlp), top-k
+# Llama-4 from its HF directory (its GGUF files: tests/integration/gguf_families.sh): MoE
+# every interleave_moe_layer_step-th layer (dense layers of intermediate_size_mlp), top-k
 # sigmoid router whose weight scales the expert input, stacked gate_up_proj split in halves,
 # ungated shared expert; rope of adjacent pairs with L2 q/k norm after it, chunked attention
 # on the rope layers (chunk 8 of 24 tokens), NoPE layers with temperature tuning (floor_scale
@@ -320,7 +319,7 @@ if [ -f "$WORK/ernie45/config.json" ]; then
     else grep -q "use_bias" "$WORK/err" || fail "ernie4_5_moe use_bias refusal does not name it: $(cat "$WORK/err")"; fi
 fi
 # Llama-4: layer types it has no mask for, and a non-numeric attn_temperature_tuning, are
-# refused by name (refused, above); so is a llama4 GGUF file.
+# refused by name (refused, above).
 if [ -f "$WORK/llama4/config.json" ]; then
     rm -rf "$WORK/bad"; cp -r "$WORK/llama4" "$WORK/bad"
     "$PYTHON" -c "import json, sys; c = json.load(open(sys.argv[1])); \
@@ -330,9 +329,5 @@ json.dump(c, open(sys.argv[1], 'w'))" "$WORK/bad/config.json"
     cp "$WORK/llama4/config.json" "$WORK/bad/config.json"
     sed -i 's/"attn_temperature_tuning": true/"attn_temperature_tuning": "yes"/' "$WORK/bad/config.json"
     refused "$WORK/bad" "llama4: a string attn_temperature_tuning" "attn_temperature_tuning"
-    "$PYTHON" -c "import sys; sys.path.insert(0, sys.argv[1]); import gguf_np as G, numpy as np; \
-G.write(sys.argv[2], [('general.architecture', G.T_STR, 'llama4')], [('token_embd.weight', np.zeros((4, 8), np.float32))])" \
-        "$REF" "$WORK/bad.gguf"
-    refused "$WORK/bad.gguf" "llama4 GGUF" "GGUF architecture 'llama4' is not supported"
 fi
 finish families

@@ -76,7 +76,7 @@ case_() {
     toks=$(csv "$(cat "$dir/tokens.txt")")
     "$PYTHON" "$REF/hf_ref.py" "$refdir" --tokens "$toks" --out "$WORK/$name.ref" --greedy $NGEN >"$WORK/$name.ref.ids" \
         || { fail "$name: hf_ref failed"; return; }
-    vocab=$("$PYTHON" -c "import json,sys; print(json.load(open(sys.argv[1]))['vocab_size'])" "$dir/config.json")
+    vocab=$("$PYTHON" -c "import json,sys; c=json.load(open(sys.argv[1])); print(c.get('text_config', c)['vocab_size'])" "$dir/config.json")
     models=$gguf
     if colibri_convert "$gguf" "$WORK/$name.colibri"; then
         check $GNP colibri-bytes "$gguf" "$WORK/$name.colibri"
@@ -228,6 +228,99 @@ EOF2
     expect_clean_error "key_length_mla 32 / value_length_mla 16 disagree with the tensors" \
         run -m "$WORK/dsv3-bad-mla.gguf" --tokens 1,2 -n 1
 fi
+
+# Llama-4 as llama.cpp's converter writes it (llama4: HF's q/k rows, stacked experts, the
+# routers' layers from interleave_moe_layer_step) and its loader reads it: what the file
+# cannot carry is fixed in llama.cpp's code with Llama4TextConfig's defaults (chunks of
+# 8192 on three layers of four, NoPE on the fourth with temperature tuning floor 8192 /
+# scale 0.1, q/k L2 norm unless 128 experts). llama4-gguf has that layout (top-1 of 4
+# experts, MoE on odd layers, llama3 rope scaling: rope_freqs.weight); llama4-gguf-cond the
+# Llama4ForConditionalGeneration layout with values a GGUF cannot carry (chunk 6, no q/k
+# norm: the reference runs on llama.cpp's reading, chunk 8192 and the norm on);
+# llama4-gguf-full every layer full_attention (attention.sliding_window 0: rope on every
+# layer, no chunk). Each GGUF's hyper-parameters (per-layer chunk, NoPE, q/k norm,
+# temperature tuning, dense layers) must equal those of the HF directory the reference ran.
+same_hparams() { # A.colibri B.colibri LABEL: the two files' "config" objects are equal (llama3
+    # rope scaling, rope_freqs.weight in a GGUF and its parameters in HF, is left to the logits)
+    "$PYTHON" - "$REF" "$@" <<'EOF2' || fail "$3: hyper-parameters differ"
+import sys
+sys.path.insert(0, sys.argv[1])
+import gguf_np as G
+a, b = (G.read_colibri(p)[0]["config"] for p in sys.argv[2:4])
+if a.get("rope_scaling") == 5:  # CLB_ROPE_SCALING_FREQS
+    for k in ("rope_scaling", "rope_factor", "rope_low_freq_factor", "rope_high_freq_factor", "rope_orig_ctx"):
+        a.pop(k, None), b.pop(k, None)
+d = {k: (a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)}
+print(f"{sys.argv[4]}: hyper-parameters {'equal' if not d else 'differ: ' + str(d)}")
+sys.exit(1 if d else 0)
+EOF2
+}
+llama4_case() { # NAME GEN_ARGS...
+    case_ "$@"
+    [ -f "$WORK/$1.colibri" ] || return
+    colibri_convert "$refdir" "$WORK/$1-hf.colibri" --dtype f32 && same_hparams "$WORK/$1.colibri" "$WORK/$1-hf.colibri" "$1"
+}
+llama4_case llama4-gguf --family llama4 --seed 61 --layers 4 --hidden 64 --heads 4 --kv-heads 2 --head-dim 16 \
+    --experts 4 --top-k 1 --ff 32 --dense-ff 96 --sparse-step 2 --qk-norm 1 --attention-bias 0 --vocab 192 --max-pos 512 \
+    --rope-scaling '{"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 64}'
+llama4_case llama4-gguf-cond --family llama4 --conditional --seed 62 --layers 4 --hidden 64 --heads 4 --kv-heads 1 \
+    --head-dim 24 --experts 5 --top-k 2 --ff 32 --dense-ff 64 --sparse-step 1 --chunk 6 --qk-norm 0 \
+    --attention-bias 0 --vocab 160
+llama4_case llama4-gguf-full --family llama4 --seed 63 --layers 4 --hidden 64 --heads 4 --kv-heads 2 --head-dim 16 \
+    --experts 3 --top-k 1 --ff 32 --dense-ff 64 --sparse-step 2 --layer-types full --qk-norm 1 --attention-bias 0 \
+    --vocab 160
+# The fixed chunk and temperature tuning at work: a prompt of 8200 tokens crosses position
+# 8192, where the chunked layers start a new chunk and the NoPE layer's q scale leaves 1
+# (llama4-gguf-long: 2 experts, both chosen, so that the long prompt has no routing
+# near-ties). Teacher-forced logits of every position against hf_ref (one forward pass of
+# numpy, the slowest step here); argmax may differ on a near-tied row. The check has teeth:
+# the same model from its HF directory with chunks of 16384 and no temperature tuning agrees
+# with the reference before position 8191 and not after.
+name=llama4-gguf-long dir="$WORK/llama4-gguf-long"
+echo "== $name: 8200 tokens"
+if $GEN --out "$dir" --n-tokens 24 --family llama4 --seed 64 --layers 4 --hidden 32 --heads 2 --kv-heads 1 \
+        --head-dim 16 --experts 2 --top-k 2 --ff 16 --dense-ff 32 --sparse-step 2 --qk-norm 1 --attention-bias 0 \
+        --vocab 64 --max-pos 16384 >"$WORK/gen.log" 2>&1 && $H2G "$dir" "$WORK/$name.gguf" >/dev/null; then
+    toks=$("$PYTHON" -c "import numpy as np; r = np.random.default_rng(64); print(','.join(map(str, [1] + list(r.integers(3, 64, 8199)))))")
+    "$PYTHON" "$REF/hf_ref.py" "$dir" --tokens "$toks" --out "$WORK/$name.ref" || fail "$name: hf_ref failed"
+    long_run() { # MODEL LABEL ROWS COMPARE-ARGS...: teacher-forced logits of MODEL vs hf_ref
+        _m=$1 _l=$2 _r=$3; shift 3
+        colibri_run "$WORK/$name.ids" $F32KV -m "$_m" --tokens "$toks" -n 1 --max-seq-len 8256 --threads 2 \
+            --dump-logits "$WORK/$name.logits" || return 2
+        "$PYTHON" "$REF/compare.py" logits "$WORK/$name.logits" "$WORK/$name.ref" --vocab 64 --got-rows "$_r" \
+            --ref-rows "$_r" --label "$_l" "$@"
+    }
+    check long_run "$WORK/$name.gguf" "$name vs hf_ref" 0:8200 --max-rel-row "$TOL" --min-argmax 0.999
+    rm -rf "$dir-off"; cp -r "$dir" "$dir-off"
+    "$PYTHON" -c "import json, sys; c = json.load(open(sys.argv[1])); \
+c.update(attention_chunk_size=16384, attn_temperature_tuning=False); json.dump(c, open(sys.argv[1], 'w'))" "$dir-off/config.json"
+    check long_run "$dir-off" "$name without chunks / tuning, positions < 8191" 0:8191 --max-rel-row "$TOL"
+    long_run "$dir-off" "$name without chunks / tuning, positions >= 8191 (must differ)" 8191: --max-rel-row "$TOL" \
+        && fail "$name: positions past 8191 agree without chunks or temperature tuning"
+else
+    fail "$name: gen_model / hf_to_gguf failed: $(tail -2 "$WORK/gen.log")"
+fi
+
+# llama4 files llama.cpp would read otherwise than they say are refused by name: a
+# sliding_window other than 0 (llama.cpp runs chunks of 8192 whatever it is), routers on
+# other layers than interleave_moe_layer_step makes MoE, no step at all
+for bad in "sliding_window:llama4.attention.sliding_window 4096 is not supported" \
+    "step1:blk.0 has no router (ffn_gate_inp) but llama4.interleave_moe_layer_step 1 makes it MoE" \
+    "nostep:llama4.interleave_moe_layer_step is missing"; do
+    [ -f "$WORK/llama4-gguf.gguf" ] || break
+    "$PYTHON" - "$REF" "$WORK/llama4-gguf.gguf" "$WORK/bad.gguf" "${bad%%:*}" <<'EOF2'
+import sys
+sys.path.insert(0, sys.argv[1])
+import gguf_np as G
+kv, ty, t = G.read_typed(sys.argv[2])
+what, step = sys.argv[4], "llama4.interleave_moe_layer_step"
+items = [(k, ty[k], 1 if what == "step1" and k == step else kv[k]) for k in kv if not (what == "nostep" and k == step)]
+if what == "sliding_window":
+    items.append(("llama4.attention.sliding_window", G.T_U32, 4096))
+G.write(sys.argv[3], items, [(n, G.tensor_f32(x)) for n, x in t.items()])
+EOF2
+    expect_clean_error "${bad#*:}" run -m "$WORK/bad.gguf" --tokens 1,2 -n 1
+done
 
 # GGUF layouts colibri does not read are refused by name: SmallThinker's (llama.cpp's
 # "smallthinker") and Phi-3.5-MoE's (llama.cpp's "phimoe": RMSNorm and softmax routing)

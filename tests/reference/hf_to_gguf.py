@@ -25,11 +25,14 @@ c392e50 group-limited routing was silently dropped.
 | GptOssForCausalLM | gpt-oss | as llama.cpp's loader names it (convert_gpt_oss); MXFP4 experts stay MXFP4 |
 | GraniteMoeForCausalLM | granitemoe | llama keys (head_dim ignored) + attention.scale, embedding_scale, residual_scale, logit_scale; input_linear split into ffn_gate_exps / ffn_up_exps, output_linear = ffn_down_exps; Q/K permuted |
 | Glm4MoeForCausalLM | glm4moe | as ik_llama.cpp's Glm4MoeModel: block_count = num_hidden_layers + num_nextn_predict_layers (the MTP layer kept, its own tensors as blk.L.nextn.*), nextn_predict_layers, rope.dimension_count = head_dim x partial_rotary_factor, expert_count / _feed_forward_length / _shared_count, leading_dense_block_count, expert_gating_func 2, expert_weights_scale / _norm; the FFN norm is post_attention_norm; exp_probs_b.bias |
+| Llama4ForCausalLM, Llama4ForConditionalGeneration | llama4 | as llama.cpp's Llama4Model (a LlamaModel with undo_permute off: Q/K rows as HF stores them): text_config merged over the top level, language_model. stripped, the vision tower skipped; feed_forward_length = intermediate_size_mlp, expert_feed_forward_length = intermediate_size, interleave_moe_layer_step, attention.sliding_window 0 when every layer_types entry is full_attention; gate_up_proj split into ffn_gate_exps / ffn_up_exps, *_shexp, dense ffn_*; llama3 rope scaling as rope_freqs.weight |
 | Ernie4_5_MoeForCausalLM | ernie4_5-moe | as ik_llama.cpp's Ernie4_5MoeModel: expert_count = moe_num_experts, expert_used_count = moe_k, interleave_moe_layer_step, leading_dense_block_count = moe_layer_start_index, expert_shared_count, expert_shared_feed_forward_length = intermediate_size / num_key_value_heads; model.mtp_* skipped; moe_statics bias as exp_probs_b.bias |
 
 What a GGUF cannot carry: llama.cpp hard-codes some semantics per architecture (qwen2moe
 and olmoe never renormalise the top-k weights, qwen3moe always does; olmoe has no
-clip_qkv; deepseek2 has no moe_layer_freq). Such config values are reported on stderr
+clip_qkv; deepseek2 has no moe_layer_freq; llama4 has chunks of 8192 on the rope layers,
+NoPE on every 4th, temperature tuning floor 8192 / scale 0.1, the q/k norm unless 128
+experts). Such config values are reported on stderr
 ("note: ...") and --effective-config writes the config.json that describes what llama.cpp
 computes from the file (the value replaced by llama.cpp's), so a reference can be run on
 the same semantics. The tokenizer section is a minimal SentencePiece-style vocabulary
@@ -72,6 +75,7 @@ ARCH = {
     "DeepseekV2ForCausalLM": "deepseek2", "DeepseekV3ForCausalLM": "deepseek2",
     "GraniteMoeForCausalLM": "granitemoe", "Glm4MoeForCausalLM": "glm4moe",
     "Ernie4_5_MoeForCausalLM": "ernie4_5-moe", "GptOssForCausalLM": "gpt-oss",
+    "Llama4ForCausalLM": "llama4", "Llama4ForConditionalGeneration": "llama4",
 }
 
 # HF name (after "model.layers.N.") -> GGUF name (after "blk.N."); tensor_mapping.py facts
@@ -252,6 +256,8 @@ def convert(hf_dir, name=None, split=False, split_type="f32"):
     kv.add("general.architecture", G.T_STR, arch)
     kv.add("general.type", G.T_STR, "model")
     kv.add("general.name", G.T_STR, name or os.path.basename(os.path.normpath(hf_dir)))
+    if arch == "llama4":
+        return convert_llama4(c, W, kv, eff)
     H = c["num_attention_heads"]
     Hkv = c.get("num_key_value_heads")
     llama_like = arch in ("llama", "granitemoe")
@@ -531,6 +537,102 @@ def convert_gpt_oss(c, W, kv, eff):
         else:
             raise SystemExit(f"hf_to_gguf: cannot map tensor {hf!r}")
     add_vocab(kv, c["vocab_size"], c)
+    kv.u32("general.quantization_version", 2)
+    return kv.items, out, eff
+
+
+def llama4_layout_fixed(tc):
+    """What llama.cpp's llama4 loader fixes in code, against what the text config tc means
+    (Llama4TextConfig's defaults and __post_init__): {key: llama.cpp's value} for each value
+    that differs and matters. llama.cpp: chunks of 8192 on the rope layers, NoPE on every 4th
+    with temperature tuning (floor 8192, scale 0.1), q/k L2 norm unless 128 experts, MoE on
+    every interleave_moe_layer_step-th layer; with attention.sliding_window 0 (the converter
+    writes it when every layer_types entry is full_attention) no chunk and rope everywhere."""
+    n, step = tc["num_hidden_layers"], tc["interleave_moe_layer_step"]
+    full = bool(tc.get("layer_types")) and all(t == "full_attention" for t in tc["layer_types"])
+    interval = tc.get("no_rope_layer_interval", 4)
+    rope = tc.get("no_rope_layers") or [int((i + 1) % interval != 0) for i in range(n)]
+    hf = {"no_rope_layers": rope,
+          "layer_types": tc.get("layer_types") or ["chunked_attention" if r else "full_attention" for r in rope],
+          "moe_layers": tc["moe_layers"] if tc.get("moe_layers") is not None else list(range(step - 1, n, step)),
+          "use_qk_norm": tc.get("use_qk_norm", True)}
+    cpp_rope = [1] * n if full else [int((i + 1) % 4 != 0) for i in range(n)]
+    cpp = {"no_rope_layers": cpp_rope,
+           "layer_types": ["full_attention" if full or not r else "chunked_attention" for r in cpp_rope],
+           "moe_layers": list(range(step - 1, n, step)),
+           "use_qk_norm": tc.get("num_local_experts") != 128}
+    if "chunked_attention" in hf["layer_types"]:
+        hf["attention_chunk_size"], cpp["attention_chunk_size"] = tc.get("attention_chunk_size", 8192), 8192
+    if 0 in hf["no_rope_layers"] and tc.get("attn_temperature_tuning", True):
+        hf.update(floor_scale=tc.get("floor_scale", 8192), attn_scale=tc.get("attn_scale", 0.1))
+        cpp.update(floor_scale=8192, attn_scale=0.1)
+    if 0 in hf["no_rope_layers"] and not tc.get("attn_temperature_tuning", True):
+        hf["attn_temperature_tuning"], cpp["attn_temperature_tuning"] = tc["attn_temperature_tuning"], True
+    out = {}
+    for k, v in cpp.items():
+        if hf.get(k, v) != v:
+            note(f"llama4: {k}={hf[k]} cannot be stored; llama.cpp uses {v}")
+            out[k] = v
+    return out
+
+
+def convert_llama4(c, W, kv, eff):
+    """Llama-4 as llama.cpp's converter writes it (Llama4Model): the text config merged over
+    the top level (TextModel), LlamaModel's keys with feed_forward_length =
+    intermediate_size_mlp, plus interleave_moe_layer_step, expert_feed_forward_length and
+    attention.sliding_window 0 when every layer is full_attention; Q/K not permuted
+    (undo_permute = False: HF's rotation already pairs adjacent dims); the stacked experts
+    transposed to [E][out][in], gate_up_proj split in halves (gate first); the vision tower
+    and projector skipped; llama3 rope factors as rope_freqs.weight."""
+    tc = dict(c, **c["text_config"]) if isinstance(c.get("text_config"), dict) else dict(c)
+    p = dict(tc, intermediate_size=tc["intermediate_size_mlp"])
+    base_params(kv, p)
+    llama_params(kv, p)
+    kv.u32("{arch}.interleave_moe_layer_step", tc["interleave_moe_layer_step"])
+    kv.u32("{arch}.expert_feed_forward_length", tc["intermediate_size"])
+    lt = tc.get("layer_types")
+    if lt and all(t == "full_attention" for t in lt):
+        kv.u32("{arch}.attention.sliding_window", 0)
+    fixed = llama4_layout_fixed(tc)
+    if tc.get("attention_bias"):
+        note("llama4: llama.cpp's llama4 loader reads no attention biases (the file has them; colibri reads them)")
+    if isinstance(c.get("text_config"), dict):
+        eff["text_config"] = dict(c["text_config"], **fixed)
+    else:
+        eff.update(fixed)
+    out = []
+    if rope_type(tc.get("rope_scaling")) == "llama3":
+        out.append(("rope_freqs.weight", llama3_rope_freqs(tc)))
+    ffn = {"router": "ffn_gate_inp", "shared_expert.gate_proj": "ffn_gate_shexp",
+           "shared_expert.up_proj": "ffn_up_shexp", "shared_expert.down_proj": "ffn_down_shexp",
+           "gate_proj": "ffn_gate", "up_proj": "ffn_up", "down_proj": "ffn_down"}
+    for hf in sorted(W, key=lambda n: _order(n.removeprefix("language_model."))):
+        if hf.startswith(("vision_model.", "multi_modal_projector.")):
+            continue
+        name = hf.removeprefix("language_model.")
+        a = np.asarray(W[hf], dtype=np.float32)
+        if name in GLOBAL_NAMES:
+            out.append((GLOBAL_NAMES[name], a))
+            continue
+        parts = name.split(".")
+        if parts[:2] != ["model", "layers"] or not parts[2].isdecimal():
+            raise SystemExit(f"hf_to_gguf: cannot map tensor {hf!r}")
+        b = f"blk.{parts[2]}."
+        rest = ".".join(parts[3:])
+        stem, _, suffix = rest.rpartition(".")
+        if rest == "feed_forward.experts.gate_up_proj":  # [E][hidden][2 ff] (x @ W) -> [E][2 ff][hidden]
+            a = a.transpose(0, 2, 1)
+            ff = a.shape[1] // 2
+            out += [(b + "ffn_gate_exps.weight", a[:, :ff]), (b + "ffn_up_exps.weight", a[:, ff:])]
+        elif rest == "feed_forward.experts.down_proj":  # [E][ff][hidden] -> [E][hidden][ff]
+            out.append((b + "ffn_down_exps.weight", a.transpose(0, 2, 1)))
+        elif stem.startswith("feed_forward.") and stem[13:] in ffn:
+            out.append((b + ffn[stem[13:]] + "." + suffix, a))
+        elif stem in LAYER_NAMES and stem.startswith(("self_attn.", "input_", "post_attention_")):
+            out.append((b + LAYER_NAMES[stem] + "." + suffix, a))
+        else:
+            raise SystemExit(f"hf_to_gguf: cannot map tensor {hf!r}")
+    add_vocab(kv, tc["vocab_size"], tc)
     kv.u32("general.quantization_version", 2)
     return kv.items, out, eff
 
