@@ -37,7 +37,8 @@ static void help(void) {
          "                    distributions from it, argmax agreement, both perplexities\n"
          "  --kl-memory       the same against these options with every expert in memory and\n"
          "                    none dropped: what --mem-budget / --expert-pool / --moe-miss-drop cost\n"
-         "  (--batch defaults to min(ctx, 512); with a pool the expert figures are printed)\n"
+         "  (here --max-seq-len defaults to --ctx and --batch to min(ctx, 512); with a pool\n"
+         "  the expert store's figures are printed: hit rate, bytes read per token, drops)\n"
          ENGINE_OPTS_HELP);
 }
 
