@@ -152,7 +152,18 @@ int cmd_perplexity(int argc, char **argv) {
     }
     int32_t bos = colibri_bos_id(e);
     size_t off = bos >= 0 ? 1 : 0;
-    if (colibri_tokenize(e, text, (size_t)fl, 0, 0, ids + off, cap - off, &n)) {
+    int st = colibri_tokenize(e, text, (size_t)fl, 0, 0, ids + off, cap - off, &n);
+    if (st == COLIBRI_ERR_ARG && n > cap - off) { /* more ids than bytes (byte tokens, word markers) */
+        int32_t *more = realloc(ids, sizeof(int32_t) * (n + off));
+        if (!more) {
+            rc = cli_fail("out of memory for %zu token ids", n + off);
+            goto out;
+        }
+        ids = more;
+        cap = n + off;
+        st = colibri_tokenize(e, text, (size_t)fl, 0, 0, ids + off, cap - off, &n);
+    }
+    if (st) {
         rc = cli_fail("%s", colibri_last_error());
         goto out;
     }
