@@ -1,6 +1,7 @@
-/* engine_opts.h — the run-time options of the engine shared by `colibri run` and `colibri
- * serve`: threads, context length, batch, MoE options, and through mem_opts.h / attn_opts.h
- * the expert memory hierarchy, the KV cache and the real-time options (rt_opts.h). Header-only, like those two. */
+/* engine_opts.h — the run-time options of the engine shared by `colibri run`, `serve` and
+ * `perplexity`: threads, context length, batch, MoE options, and through mem_opts.h /
+ * attn_opts.h the expert memory hierarchy, the KV cache and the real-time options
+ * (rt_opts.h). Header-only, like those two. */
 #ifndef CLB_CLI_ENGINE_OPTS_H
 #define CLB_CLI_ENGINE_OPTS_H
 

@@ -1,5 +1,5 @@
-/* mem_opts.h — the expert-memory-hierarchy options shared by `colibri run` and `colibri
- * bench` (docs/MEMORY.md). Header-only so each subcommand stays self-contained. */
+/* mem_opts.h — the expert-memory-hierarchy options shared by `colibri run`, `bench` and
+ * `perplexity` (docs/MEMORY.md). Header-only so each subcommand stays self-contained. */
 #ifndef CLB_CLI_MEM_OPTS_H
 #define CLB_CLI_MEM_OPTS_H
 
@@ -64,6 +64,18 @@ static inline int mem_opts_parse(colibri_params *p, int argc, char **argv, int *
         p->io_threads = (int)v;
     }
     return 1;
+}
+
+/* The settings of p with every expert in memory and none dropped: the exact run a bounded
+   one is compared against (without moe_miss_drop their logits are the same bits). The
+   reference writes no usage file (the measured run keeps MODEL.usage). */
+static inline colibri_params mem_opts_unbounded(const colibri_params *p) {
+    colibri_params q = *p;
+    q.mem_budget = q.expert_pool_bytes = 0;
+    q.direct_io = COLIBRI_READ_AUTO; /* on and dontneed would make a pool of their own */
+    q.moe_miss_drop = 0;
+    q.usage_stats = 0;
+    return q;
 }
 
 /* Expert-store figures over a phase: call with sign -1 before it and +1 after. */
