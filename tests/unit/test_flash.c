@@ -25,8 +25,8 @@ static float rnd_f(void) { return tu_rand(&rng); }
 static const char *const isas[] = {"generic", "avx2", "avx2+vnni", "avx512", "neon", "neon+dotprod"};
 static const int types[] = {CLB_DT_F32, CLB_DT_F16, CLB_DT_BF16, CLB_DT_Q8_0, CLB_DT_Q4_0};
 static const int64_t dims_float[] = {8, 16, 24, 40, 64, 128, 200, 576};
-static const int64_t dims_block[] = {32, 64, 96, 128, 576};
-static const int nqs[] = {1, 3, 4, 5, 8, 13, 32};
+static const int64_t dims_block[] = {32, 64, 96, 128, 576, 2080}; /* 2080: past the AVX-512 q8_0 kernel's 2048 */
+static const int nqs[] = {1, 2, 3, 4, 5, 6, 7, 8, 13, 32};
 static const int nks[] = {1, 2, 3, 5, 17, 32};
 
 /* n rows of d values of type t (from random floats), row_bytes apart; the f32 originals too */
