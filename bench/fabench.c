@@ -7,8 +7,9 @@
  *
  * Prints ns per (query row, key) pair, best of --reps passes over all heads, for the
  * scores alone, the softmax step alone (scale, max, exp and sum of a 32-key tile: what
- * attention.c's fa_chunk does between the two kernels), the value sum alone, and the three
- * in turn as fa_chunk runs them. */
+ * attention.c's fa_chunk does between the two kernels; the softmax-alone pass restarts each
+ * tile), the value sum alone, the three in turn as fa_chunk runs them, and the softmax step
+ * alone as fa_chunk ran it row by row before fa_softmax. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,21 +21,38 @@
 
 enum { TK = CLB_FA_TK, MAXR = 32 };
 
-/* one 32-key tile's softmax step of fa_chunk (every key seen): scale, max, exp, sum */
-static float softmax_tile(const clb_kernels *k, int nr, float *s, float scale, float *m, float *l) {
-    float sum = 0;
-    for (int r = 0; r < nr; r++) {
-        float *sr = s + r * TK, mx = -INFINITY;
-        for (int j = 0; j < TK; j++) {
-            sr[j] *= scale;
-            mx = sr[j] > mx ? sr[j] : mx;
-        }
-        const float mn = m[r] > mx ? m[r] : mx;
-        l[r] = l[r] * expf(m[r] - mn) + k->fa_exp_sum(TK, sr, mn);
-        m[r] = mn;
-        sum += l[r];
+/* one 32-key tile's softmax step when every row sees every key: the new maxima and exp
+   sums, by the table's fa_softmax (as attention.c's fa_chunk runs it) or, rowwise, by the
+   loop fa_chunk ran before it (scale and max in 8 lanes, then fa_exp_sum per row); then the
+   running sums (and value sums) rescaled where the maximum grew */
+static float softmax_tile(const clb_kernels *k, bool rowwise, int nr, int64_t d, float *s, float scale, float *m,
+                          float *l, float *acc) {
+    float mn[MAXR], sum[MAXR], total = 0;
+    if (!rowwise) k->fa_softmax(nr, s, scale, m, mn, sum);
+    for (int r = 0; r < nr && rowwise; r++) {
+        float *sr = s + r * TK, mx = -INFINITY, m8[8];
+        for (int u = 0; u < 8; u++) m8[u] = -INFINITY;
+        for (int j = 0; j < TK; j += 8)
+            for (int u = 0; u < 8; u++) {
+                const float v = sr[j + u] * scale;
+                sr[j + u] = v;
+                m8[u] = v > m8[u] ? v : m8[u];
+            }
+        for (int u = 0; u < 8; u++) mx = m8[u] > mx ? m8[u] : mx;
+        mn[r] = m[r] > mx ? m[r] : mx;
+        sum[r] = k->fa_exp_sum(TK, sr, mn[r]);
     }
-    return sum;
+    for (int r = 0; r < nr; r++) {
+        if (m[r] != -INFINITY && m[r] != mn[r]) {
+            const float alpha = expf(m[r] - mn[r]);
+            l[r] *= alpha;
+            for (int64_t i = 0; i < d; i++) acc[r * d + i] *= alpha;
+        }
+        l[r] += sum[r];
+        m[r] = mn[r];
+        total += l[r];
+    }
+    return total;
 }
 
 int main(int argc, char **argv) {
@@ -79,10 +97,10 @@ int main(int argc, char **argv) {
         clb_quantize_row_ref(qt, f, Q + (uint64_t)r * qrow, d);
     }
     const float scale = 1.0f / sqrtf((float)d);
-    const char *what[4] = {"scores", "softmax", "values", "all"};
-    double best[4];
+    const char *what[5] = {"scores", "softmax", "values", "all", "softmax-rowwise"};
+    double best[5];
     float sink = 0;
-    for (int w = 0; w < 4; w++) {
+    for (int w = 0; w < 5; w++) {
         best[w] = 1e30;
         for (int rep = 0; rep < reps; rep++) {
             memset(acc, 0, sizeof(float) * (size_t)(nr * d));
@@ -93,8 +111,8 @@ int main(int argc, char **argv) {
                 const uint8_t *kh = K + (uint64_t)h * hbytes, *vh = V + (uint64_t)h * hbytes;
                 for (int j = 0; j < nkeys; j += TK) {
                     if (w == 0 || w == 3) k->fa_scores[t](d, nr, TK, Q, qrow, kh + (uint64_t)j * krow, krow, s, TK);
-                    if (w == 1 || w == 3) sink += softmax_tile(k, nr, s, w == 1 ? 1.0f : scale, m, l);
-                    if (w == 1) /* keep the inputs bounded */
+                    if (w == 1 || w == 3 || w == 4) sink += softmax_tile(k, w == 4, nr, d, s, w == 3 ? scale : 1.0f, m, l, acc);
+                    if (w == 1 || w == 4) /* keep the inputs bounded */
                         for (int r = 0; r < nr; r++) m[r] = -INFINITY, l[r] = 0;
                     if (w == 2 || w == 3) k->fa_vacc[t](d, nr, TK, s, TK, vh + (uint64_t)j * krow, krow, acc, d);
                 }
@@ -107,7 +125,7 @@ int main(int argc, char **argv) {
     const double pairs = (double)nr * nkeys * heads;
     printf("%s %s d=%lld rows=%d keys=%d heads=%d (%.1f MB of K+V):", k->isa, tname, (long long)d, nr, nkeys, heads,
            2.0 * (double)hbytes * heads / 1e6);
-    for (int w = 0; w < 4; w++) printf(" %s %.2f", what[w], 1e9 * best[w] / pairs);
+    for (int w = 0; w < 5; w++) printf(" %s %.2f", what[w], 1e9 * best[w] / pairs);
     printf(" ns/pair (best of %d)%s\n", reps, sink == 12345.0f ? " " : "");
     free(K), free(V), free(Q), free(f), free(s), free(acc);
     return 0;

@@ -454,6 +454,8 @@ static inline __m512 fa_ld_q4_512(const uint8_t *qs, int g) { /* g: 0 low nibble
 #define FA_ADD _mm512_add_ps
 #define FA_SUB _mm512_sub_ps
 #define FA_MUL _mm512_mul_ps
+#define FA_MAX _mm512_max_ps
+#define FA_HMAX(v) _mm512_reduce_max_ps(v)
 #define FA_FMA(a, b, c) _mm512_fmadd_ps(a, b, c)
 #define FA_HSUM(v) hsum512(v)
 #define FA_LD_F16(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p)))
