@@ -9,39 +9,24 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "core/common.h"
 #include "core/threadpool.h"
 #include "kernels/kernels.h"
 #include "nn/ops.h"
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static uint64_t rs = 88172645463325252ull;
-static uint64_t rnd(void) {
-    rs ^= rs << 13;
-    rs ^= rs >> 7;
-    rs ^= rs << 17;
-    return rs;
-}
-static float rndf(void) { return (float)((double)(rnd() >> 11) / 9007199254740992.0) * 2.0f - 1.0f; }
+#include "bench_util.h"
 
 static void fill_weights(int dt, int64_t cols, int64_t rows, uint8_t *w) {
     float *f = malloc(sizeof(float) * (size_t)cols);
     uint64_t rb;
     clb_row_bytes(dt, cols, &rb);
     if (clb_dtype_can_quantize(dt)) {
-        for (int64_t c = 0; c < cols; c++) f[c] = rndf() * 0.05f;
+        for (int64_t c = 0; c < cols; c++) f[c] = bench_rndf() * 0.05f;
         clb_quantize_row_ref(dt, f, w, cols); /* one quantized row, then random copies */
         for (int64_t r = 1; r < rows; r++) memcpy(w + r * rb, w, rb);
-        for (uint64_t i = 0; i < rb * (uint64_t)rows; i += 7) w[i] ^= (uint8_t)(rnd() & 0x0f) << 4;
+        for (uint64_t i = 0; i < rb * (uint64_t)rows; i += 7) w[i] ^= (uint8_t)(bench_rnd() & 0x0f) << 4;
     } else {
-        for (uint64_t i = 0; i < rb * (uint64_t)rows; i++) w[i] = (uint8_t)rnd();
+        for (uint64_t i = 0; i < rb * (uint64_t)rows; i++) w[i] = (uint8_t)bench_rnd();
     }
     /* sane fp16 scales for the K-quant super-block header (Q4_K: d, dmin first) */
     if (dt == CLB_DT_Q4_K)
@@ -81,7 +66,7 @@ int main(int argc, char **argv) {
     clb_pool *pool = clb_pool_create(threads);
     const int dts[] = {CLB_DT_Q4_0, CLB_DT_Q8_0, CLB_DT_Q4_K, CLB_DT_IQ4_NL, CLB_DT_MXFP4};
     float *x = malloc(sizeof(float) * (size_t)(cols * tok));
-    for (int64_t i = 0; i < cols * tok; i++) x[i] = rndf();
+    for (int64_t i = 0; i < cols * tok; i++) x[i] = bench_rndf();
     float *y = malloc(sizeof(float) * (size_t)(rows * tok) * 64);
     for (size_t d = 0; d < CLB_ARRAY_LEN(dts); d++) {
         const int dt = dts[d];
@@ -98,10 +83,10 @@ int main(int argc, char **argv) {
         const int64_t small = 64, nb32 = cols / 32;
         double best = 1e9;
         for (int rep = 0; rep < 5; rep++) {
-            double t0 = now();
+            double t0 = bench_now();
             for (int it = 0; it < 200; it++)
                 for (int64_t r = 0; r < small; r++) k->vec_dot[dt](cols, &y[r], w + r * rb, xq);
-            double dtm = (now() - t0) / (200.0 * (double)small * (double)nb32);
+            double dtm = (bench_now() - t0) / (200.0 * (double)small * (double)nb32);
             if (dtm < best) best = dtm;
         }
         /* 2. memory bound: matmul over the whole 512 MiB, n_tok = 1 and tok */
@@ -117,17 +102,17 @@ int main(int argc, char **argv) {
         float *yb = malloc(sizeof(float) * (size_t)big_rows * (size_t)tok);
         double mm1 = 1e9, mmt = 1e9;
         for (int rep = 0; rep < 3; rep++) {
-            double t0 = now();
+            double t0 = bench_now();
             clb_matmul(&mm, &W, x, cols, 1, yb, big_rows);
-            double t = now() - t0;
+            double t = bench_now() - t0;
             if (t < mm1) mm1 = t;
         }
         const int64_t trows = big_rows / 16; /* batch: 32 MiB of weights */
         W.rows = trows;
         for (int rep = 0; rep < 3 && tok > 1; rep++) {
-            double t0 = now();
+            double t0 = bench_now();
             clb_matmul(&mm, &W, x, cols, tok, yb, trows);
-            double t = now() - t0;
+            double t = bench_now() - t0;
             if (t < mmt) mmt = t;
         }
         printf("%-5s vec_dot %.2f ns/32 weights (%.1f GB/s/thread in cache) | matmul n_tok=1 %.1f GB/s",
@@ -145,9 +130,9 @@ int main(int argc, char **argv) {
     /* 3. dispatch overhead */
     for (int rep = 0; rep < 3; rep++) {
         const int n = 20000;
-        double t0 = now();
+        double t0 = bench_now();
         for (int i = 0; i < n; i++) clb_pool_run(pool, noop, NULL);
-        printf("pool dispatch (empty task, %d threads): %.2f us\n", threads, (now() - t0) / n * 1e6);
+        printf("pool dispatch (empty task, %d threads): %.2f us\n", threads, (bench_now() - t0) / n * 1e6);
     }
     clb_pool_free(pool);
     free(x);

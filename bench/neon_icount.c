@@ -12,14 +12,7 @@
 #include <string.h>
 
 #include "kernels/kernels_impl.h"
-
-static uint64_t rs = 88172645463325252ull;
-static float rndf(void) {
-    rs ^= rs << 13;
-    rs ^= rs >> 7;
-    rs ^= rs << 17;
-    return (float)((double)(rs >> 11) / 9007199254740992.0) * 2.0f - 1.0f;
-}
+#include "bench_util.h"
 
 int main(int argc, char **argv) {
     if (argc != 6) {
@@ -43,10 +36,10 @@ int main(int argc, char **argv) {
     uint8_t *w = malloc(rb * rows), *x = calloc(1, xb), *scratch = malloc(clb_pack_scratch_bytes(t, cols));
     /* one quantized row copied to all 16 (the kernels do the same instructions whatever
        the values: no data-dependent branch), so the setup stays small */
-    for (int64_t c = 0; c < cols; c++) f[c] = rndf();
+    for (int64_t c = 0; c < cols; c++) f[c] = bench_rndf();
     clb_quantize_row_ref(t, f, w, cols);
     for (int64_t r = 1; r < rows; r++) memcpy(w + (uint64_t)r * rb, w, rb);
-    for (int64_t c = 0; c < cols; c++) f[c] = rndf();
+    for (int64_t c = 0; c < cols; c++) f[c] = bench_rndf();
     k->quantize[vt](f, x, cols);
     if (vt == CLB_DT_Q8_0) clb_q8_fill_extras(x, cols);
     const int64_t packed = mode ? rows : 0;

@@ -227,6 +227,8 @@ static inline float32x4_t fa_pow2(float32x4_t y, float32x4_t n) {
 #define FA_ADD vaddq_f32
 #define FA_SUB vsubq_f32
 #define FA_MUL vmulq_f32
+#define FA_MAX vmaxq_f32
+#define FA_HMAX(v) vmaxvq_f32(v)
 #define FA_FMA(a, b, c) vfmaq_f32(c, a, b)
 #define FA_HSUM(v) vaddvq_f32(v)
 #define FA_LD_F16(p) ld_f16x4(p)

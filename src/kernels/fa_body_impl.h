@@ -4,9 +4,10 @@
  *
  *   FA_FN(name)             the function name for this ISA
  *   FA_VL, FA_V             lanes, vector type of floats
- *   FA_ZERO(), FA_SET1(x), FA_LOAD(p), FA_STORE(p, v), FA_ADD, FA_SUB, FA_MUL
+ *   FA_ZERO(), FA_SET1(x), FA_LOAD(p), FA_STORE(p, v), FA_ADD, FA_SUB, FA_MUL, FA_MAX
  *   FA_FMA(a, b, c)         a * b + c, fused
  *   FA_HSUM(v)              sum of the lanes (a fixed order)
+ *   FA_HMAX(v)              the largest lane
  *   FA_LD_F16(p), FA_LD_BF16(p)   FA_VL half / bfloat values -> floats
  *   FA_LD_I8(p)             FA_VL int8 -> floats
  *   FA_LD_Q4(qs, g)         elements [g * FA_VL, (g + 1) * FA_VL) of a Q4_0 block's 16 nibble
@@ -224,6 +225,32 @@ static float FA_FN(fa_exp_sum)(int64_t n, float *x, float m) {
     return FA_HSUM(sum);
 }
 
+/* kernels.h fa_softmax: fa_exp_sum's operations on each row (scaled scores minus the new
+   maximum, the sum over the row's vectors in order, then FA_HSUM), in one loop without
+   calls so that the rows' dependency chains overlap */
+static void FA_FN(fa_softmax)(int nr, float *s, float scale, const float *m, float *mn, float *sum) {
+    enum { NV = CLB_FA_TK / FA_VL };
+    const FA_V vs = FA_SET1(scale);
+    for (int r = 0; r < nr; r++) {
+        float *sr = s + (int64_t)r * CLB_FA_TK;
+        FA_V x[NV];
+        _Pragma("GCC unroll 16") for (int u = 0; u < NV; u++) x[u] = FA_MUL(FA_LOAD(sr + u * FA_VL), vs);
+        FA_V vmx = x[0];
+        _Pragma("GCC unroll 16") for (int u = 1; u < NV; u++) vmx = FA_MAX(vmx, x[u]);
+        float mx = FA_HMAX(vmx);
+        mx = m[r] > mx ? m[r] : mx;
+        mn[r] = mx;
+        const FA_V vm = FA_SET1(mx);
+        FA_V acc = FA_ZERO();
+        _Pragma("GCC unroll 16") for (int u = 0; u < NV; u++) {
+            const FA_V e = FA_FN(fa_exp)(FA_SUB(x[u], vm));
+            FA_STORE(sr + u * FA_VL, e);
+            acc = FA_ADD(acc, e);
+        }
+        sum[r] = FA_HSUM(acc);
+    }
+}
+
 /* Installs the loops above (quantized keys' scores come from the file's integer kernels). */
 static void FA_FN(fa_fill)(clb_kernels *k) {
     k->fa_scores[CLB_DT_F32] = FA_FN(fa_scores_f32);
@@ -235,4 +262,5 @@ static void FA_FN(fa_fill)(clb_kernels *k) {
     k->fa_vacc[CLB_DT_Q8_0] = FA_FN(fa_vacc_q8_0);
     k->fa_vacc[CLB_DT_Q4_0] = FA_FN(fa_vacc_q4_0);
     k->fa_exp_sum = FA_FN(fa_exp_sum);
+    k->fa_softmax = FA_FN(fa_softmax);
 }

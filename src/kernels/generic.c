@@ -357,6 +357,18 @@ static float fa_exp_sum(int64_t n, float *x, float m) {
     return s;
 }
 
+static void fa_softmax(int nr, float *s, float scale, const float *m, float *mn, float *sum) {
+    for (int r = 0; r < nr; r++) {
+        float *sr = s + (int64_t)r * CLB_FA_TK, mx = m[r];
+        for (int j = 0; j < CLB_FA_TK; j++) {
+            sr[j] *= scale;
+            mx = sr[j] > mx ? sr[j] : mx;
+        }
+        mn[r] = mx;
+        sum[r] = fa_exp_sum(CLB_FA_TK, sr, mx);
+    }
+}
+
 /* ---- table --------------------------------------------------------------------------- */
 
 void clb_kernels_fill_generic(clb_kernels *k) {
@@ -417,4 +429,5 @@ void clb_kernels_fill_generic(clb_kernels *k) {
     k->fa_vacc[CLB_DT_Q8_0] = fa_vacc_q8_0;
     k->fa_vacc[CLB_DT_Q4_0] = fa_vacc_q4_0;
     k->fa_exp_sum = fa_exp_sum;
+    k->fa_softmax = fa_softmax;
 }

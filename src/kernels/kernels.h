@@ -87,6 +87,10 @@ typedef void (*clb_axpy_fn)(int64_t n, float a, const float *x, float *y);
  *   p[i * ps + j] * v_j[c], for c < d, value rows of type t (vs bytes apart).
  * fa_exp_sum(n, x, m): x[i] = exp(x[i] - m) (exactly 0 for x[i] = -inf), returns their sum;
  *   n is a multiple of 16 (the AVX-512 vector).
+ * fa_softmax(nr, s, scale, m, mn, sum): the softmax step of nr full rows of CLB_FA_TK scores
+ *   (s[r * CLB_FA_TK + j], every key seen): s *= scale, mn[r] = max(m[r], max_j s), then
+ *   sum[r] = fa_exp_sum(CLB_FA_TK, s_r, mn[r]) — bit for bit the same as those steps one row
+ *   at a time, the rows interleaved so their latencies overlap.
  * Every s[i][j] and every acc[i][c] goes through the same operations whatever nq, nk and the
  * other rows are (keys in order, one multiply-add chain per element), so how queries are
  * grouped into tiles — batch size, sequences sharing a step — never changes a result. */
@@ -96,6 +100,7 @@ typedef void (*clb_fa_scores_fn)(int64_t d, int nq, int nk, const void *q, uint6
 typedef void (*clb_fa_vacc_fn)(int64_t d, int nq, int nk, const float *p, int64_t ps, const void *v, uint64_t vs,
                                float *acc, int64_t as);
 typedef float (*clb_fa_exp_sum_fn)(int64_t n, float *x, float m);
+typedef void (*clb_fa_softmax_fn)(int nr, float *s, float scale, const float *m, float *mn, float *sum);
 /* The format queries take against keys of cache type t: Q8_0 for Q8_0 / Q4_0 keys (integer
    dot products), else F32. */
 static inline int clb_fa_query_type(int t) { return t == CLB_DT_Q8_0 || t == CLB_DT_Q4_0 ? CLB_DT_Q8_0 : CLB_DT_F32; }
@@ -115,6 +120,7 @@ typedef struct clb_kernels {
     clb_fa_scores_fn fa_scores[CLB_DT_COUNT];
     clb_fa_vacc_fn fa_vacc[CLB_DT_COUNT];
     clb_fa_exp_sum_fn fa_exp_sum;
+    clb_fa_softmax_fn fa_softmax;
 } clb_kernels;
 
 /* ---- packed weights ----------------------------------------------------------------- *

@@ -682,6 +682,8 @@ static inline __m256 fa_ld_q4(const uint8_t *qs, int g) { /* g: 0/1 low nibbles 
 #define FA_ADD _mm256_add_ps
 #define FA_SUB _mm256_sub_ps
 #define FA_MUL _mm256_mul_ps
+#define FA_MAX _mm256_max_ps
+#define FA_HMAX(v) hmax_ps(v)
 #define FA_FMA(a, b, c) _mm256_fmadd_ps(a, b, c)
 #define FA_HSUM(v) hsum_ps(v)
 #define FA_LD_F16(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p)))

@@ -27,6 +27,7 @@
 #define MD_INLINE static inline __attribute__((always_inline))
 /* the R x T loops must be unrolled so the accumulators stay in registers */
 #define UNROLL _Pragma("GCC unroll 4")
+#define UNROLL_8 _Pragma("GCC unroll 8")
 
 enum { PAIR_Q8 = 2 * (int)sizeof(clb_block_q8_0) };
 
@@ -246,16 +247,10 @@ MD_INLINE void rm_q4_0(const uint8_t *p, uint64_t rs, __m512i out[4]) {
     out[3] = _mm512_permutex2var_epi32(b01, hi, b23);
 }
 
-/* 32 bytes per row: out[k] lane r = dword k of row r (bytes at p + r * rs), each byte
-   xor-ed with flip (Q8_0: 0x80, i.e. + 128; Q4_K nibbles: 0). */
-MD_INLINE void rm_dwords8(const uint8_t *p, uint64_t rs, __m512i out[8], const char flip) {
-    __m512i z[8], u[8], v[8];
-    UNROLL
-    for (int j = 0; j < 8; j++) {
-        const uint8_t *r = p + (uint64_t)(2 * j) * rs;
-        z[j] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)r)),
-                                  _mm256_loadu_si256((const __m256i *)(r + rs)), 1);
-    }
+/* 32 bytes of 16 rows, z[j] = rows 2j and 2j + 1: out[k] lane r = dword k of row r, each
+   byte xor-ed with flip (Q8_0: 0x80, i.e. + 128; Q4_K nibbles: 0). */
+MD_INLINE void dwords8_t(const __m512i z[8], __m512i out[8], const char flip) {
+    __m512i u[8], v[8];
     /* z[j] lane 8i + k = row 2j + i, dword k -> u[2m + h] lane 4k' + i = row 4m + i, dword 4h + k' */
     const __m512i s0 = IDX16(0, 8, 16, 24, 1, 9, 17, 25, 2, 10, 18, 26, 3, 11, 19, 27);
     const __m512i s1 = IDX16(4, 12, 20, 28, 5, 13, 21, 29, 6, 14, 22, 30, 7, 15, 23, 31);
@@ -284,6 +279,18 @@ MD_INLINE void rm_dwords8(const uint8_t *p, uint64_t rs, __m512i out[8], const c
             out[4 * h + 2 * e] = _mm512_xor_si512(_mm512_permutex2var_epi32(v[2 * h + e], lo, v[4 + 2 * h + e]), bias);
             out[4 * h + 2 * e + 1] = _mm512_xor_si512(_mm512_permutex2var_epi32(v[2 * h + e], hi, v[4 + 2 * h + e]), bias);
         }
+}
+
+/* the same of the rows at p + r * rs */
+MD_INLINE void rm_dwords8(const uint8_t *p, uint64_t rs, __m512i out[8], const char flip) {
+    __m512i z[8];
+    UNROLL
+    for (int j = 0; j < 8; j++) {
+        const uint8_t *r = p + (uint64_t)(2 * j) * rs;
+        z[j] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)r)),
+                                  _mm256_loadu_si256((const __m256i *)(r + rs)), 1);
+    }
+    dwords8_t(z, out, flip);
 }
 
 /* PK: the weights are in the packed layout (group stride ws unused); else a row-major
@@ -478,6 +485,8 @@ static inline __m512 fa_ld_q4_512(const uint8_t *qs, int g) { /* g: 0 low nibble
 #define FA_ADD _mm512_add_ps
 #define FA_SUB _mm512_sub_ps
 #define FA_MUL _mm512_mul_ps
+#define FA_MAX _mm512_max_ps
+#define FA_HMAX(v) _mm512_reduce_max_ps(v)
 #define FA_FMA(a, b, c) _mm512_fmadd_ps(a, b, c)
 #define FA_HSUM(v) hsum512(v)
 #define FA_LD_F16(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p)))
@@ -500,79 +509,89 @@ static inline __m512 fa_ld_q4_512(const uint8_t *qs, int g) { /* g: 0 low nibble
 CLB_FA_SCORES_MDOT(fa_scores_q4_0_512, mdot512_q4_0)
 CLB_FA_SCORES_MDOT(fa_scores_mdot_q8_0_512, mdot512_q8_0)
 
-/* Scores on Q8_0 keys: the tile above with keys as weights and queries as activations, but
-   each query's pairs prepared once per call instead of once per 4 keys, and the -128 sum w
-   correction as VPDPBUSD's starting value instead of a subtraction (the same integers, the
-   same float operations: the same bits as mdot512_q8_0). Per query, key and block pair:
-   VPDPBUSD, convert, scale product, FMA; a 4 x 4 tile's sums reduced together. */
-enum { FA8_PAIRS = 8 }; /* d <= 512 (else mdot512_q8_0) */
+/* Scores on Q8_0 keys, 16 keys to a register (a lane per key), so no horizontal sum per
+   (query, key). Per block and group of 16 keys: their 32 quant bytes transposed into 8
+   vectors (lane j: dword k of key j, + 128 as unsigned bytes) and their 16 scales; per query,
+   8 VPDPBUSD with the query's dwords broadcast from its row, seeded with -128 * sum(q) of
+   its block: each lane the exact integer dot product of the block. A score is one chain over
+   the blocks in order, s = fma(float(i_b), dk_b * dq_b, s) from s = 0: the same operations
+   for a (query, key) whatever its lane, group and tile. */
+enum { FA8_K = 16, FA8_Q = 8, FA8_MAXB = 64 }; /* keys per register, queries per pass, d <= 2048 */
 
-/* QT queries x KT keys, QT * KT <= 16 accumulators */
-MD_INLINE void fa8_tile(int64_t nb, const int QT, const int KT, x_pair xp[][FA8_PAIRS], const uint8_t *k, uint64_t ks,
-                        float *s, int64_t ss) {
-    const __m512i qidx = _mm512_loadu_si512(q8_idx), wsc = SCALE_IDX(17), bias = _mm512_set1_epi8((char)0x80);
-    __m512 acc[16];
-    _Pragma("GCC unroll 16") for (int n = 0; n < QT * KT; n++) acc[n] = _mm512_setzero_ps();
-    for (int64_t blk = 0, st = 0; blk < nb; blk += 2, st++) {
-        const int single = blk + 1 == nb;
-        UNROLL
-        for (int b = 0; b < KT; b++) {
-            const uint8_t *kp = k + (uint64_t)b * ks + (uint64_t)blk * sizeof(clb_block_q8_0);
-            if (blk == 0) clb_fa_prefetch_row(kp + CLB_FA_AHEAD * ks, ks);
-            __m512i raw;
-            const __m512i q = load_w_q8(kp, single, qidx, &raw);
-            const __m512i ncw = _mm512_sub_epi32(_mm512_setzero_si512(), dpbusd(bias, q));
-            const __m512 dw = scale_lanes(raw, wsc);
-            _Pragma("GCC unroll 8") for (int a = 0; a < QT; a++) {
-                const __m512i p = _mm512_dpbusd_epi32(ncw, xp[a][st].q, q);
-                acc[a * KT + b] =
-                    _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(dw, xp[a][st].d), acc[a * KT + b]);
-            }
+/* QT queries (their scales dq and -128 * sums cq, [a * FA8_MAXB + b]) against nj <= 16 keys
+   from k (lanes past nj repeat the last key; not stored) */
+MD_INLINE void fa8_tile(int64_t nb, const int QT, int nj, const uint8_t *q, uint64_t qs, const float *dq,
+                        const int32_t *cq, const uint8_t *k, uint64_t ks, float *s, int64_t ss) {
+    int32_t off[FA8_K];
+    for (int j = 0; j < FA8_K; j++) off[j] = (int32_t)((uint64_t)(j < nj ? j : nj - 1) * ks);
+    const __m512i voff = _mm512_loadu_si512(off);
+    __m512 acc[FA8_Q];
+    UNROLL_8
+    for (int a = 0; a < QT; a++) acc[a] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *kb = k + (uint64_t)b * sizeof(clb_block_q8_0);
+        __m512i z[8], kq[8];
+        UNROLL_8
+        for (int j = 0; j < 8; j++)
+            z[j] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(kb + off[2 * j] + 2))),
+                                      _mm256_loadu_si256((const __m256i *)(kb + off[2 * j + 1] + 2)), 1);
+        dwords8_t(z, kq, (char)0x80);
+        const __m512 dk = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_i32gather_epi32(voff, kb, 1)));
+        UNROLL_8
+        for (int a = 0; a < QT; a++) {
+            const uint8_t *qa = q + (uint64_t)a * qs + (uint64_t)b * sizeof(clb_block_q8_0) + 2;
+            int32_t x4[8];
+            memcpy(x4, qa, 32);
+            __m512i p = _mm512_set1_epi32(cq[a * FA8_MAXB + b]);
+            UNROLL_8
+            for (int c = 0; c < 8; c++) p = _mm512_dpbusd_epi32(p, kq[c], _mm512_set1_epi32(x4[c]));
+            acc[a] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(dk, _mm512_set1_ps(dq[a * FA8_MAXB + b])), acc[a]);
         }
     }
-    if (QT * KT == 16) {
-        float sums[16]; /* sums[4 (n % 4) + n / 4] = hsum512(acc[n]) */
-        hsum512_x16(acc, sums);
-        _Pragma("GCC unroll 16") for (int n = 0; n < 16; n++) s[(int64_t)(n / KT) * ss + n % KT] = sums[4 * (n % 4) + n / 4];
-        return;
-    }
-    _Pragma("GCC unroll 16") for (int n = 0; n < QT * KT; n++) s[(int64_t)(n / KT) * ss + n % KT] = hsum512(acc[n]);
+    const __mmask16 m = (__mmask16)((1u << nj) - 1);
+    UNROLL_8
+    for (int a = 0; a < QT; a++) _mm512_mask_storeu_ps(s + (int64_t)a * ss, m, acc[a]);
 }
-
-/* queries [i, i + QT): keys in tiles of KT, then one by one */
-#define FA8_ROWS(QT, KT)                                                                                   \
-    do {                                                                                                   \
-        int j = 0;                                                                                         \
-        for (; j + (KT) <= nk; j += (KT))                                                                  \
-            fa8_tile(nb, QT, KT, xp, kb + (uint64_t)j * ks, ks, s + (int64_t)i * ss + j, ss);              \
-        for (; j < nk; j++) fa8_tile(nb, QT, 1, xp, kb + (uint64_t)j * ks, ks, s + (int64_t)i * ss + j, ss); \
-    } while (0)
 
 static void fa_scores_q8_0_512(int64_t d, int nq, int nk, const void *q, uint64_t qs, const void *k, uint64_t ks,
                                float *s, int64_t ss) {
-    const int64_t nb = d / CLB_QK, np = (nb + 1) / 2;
-    if (np > FA8_PAIRS) {
+    const int64_t nb = d / CLB_QK;
+    if (nb > FA8_MAXB) {
         fa_scores_mdot_q8_0_512(d, nq, nk, q, qs, k, ks, s, ss);
         return;
     }
     const uint8_t *qb = q, *kb = k;
-    const __m512i xsc = SCALE_IDX(17), bias = _mm512_set1_epi8((char)0x80);
-    x_pair xp[8][FA8_PAIRS];
-    for (int i = 0; i < nq;) {
-        const int nr = nq - i >= 8 ? 8 : nq - i >= 4 ? 4 : nq - i;
+    for (int j = 0; j < nk; j++) clb_fa_prefetch_row(kb + (uint64_t)(j + CLB_FA_TK) * ks, ks); /* the next tile */
+    float dq[FA8_Q * FA8_MAXB];
+    int32_t cq[FA8_Q * FA8_MAXB];
+    for (int i = 0; i < nq; i += FA8_Q) {
+        const int nr = nq - i < FA8_Q ? nq - i : FA8_Q;
         for (int a = 0; a < nr; a++)
-            for (int64_t st = 0; st < np; st++) {
-                xp[a][st] = load_x(qb + (uint64_t)(i + a) * qs + (uint64_t)st * PAIR_Q8, 2 * st + 1 == nb, xsc);
-                xp[a][st].q = _mm512_xor_si512(xp[a][st].q, bias); /* x + 128 as unsigned bytes */
+            for (int64_t b = 0; b < nb; b++) {
+                const clb_block_q8_0 *x = (const clb_block_q8_0 *)(qb + (uint64_t)(i + a) * qs) + b;
+                const __m256i v = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)x->qs), _mm256_set1_epi8((char)0x80));
+                const __m256i t = _mm256_sad_epu8(v, _mm256_setzero_si256()); /* sums of q + 128 */
+                const __m128i h = _mm_add_epi64(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
+                const int32_t sum = (int32_t)(_mm_cvtsi128_si64(h) + _mm_extract_epi64(h, 1)) - 128 * CLB_QK;
+                dq[a * FA8_MAXB + b] = _cvtsh_ss(x->d);
+                cq[a * FA8_MAXB + b] = -128 * sum;
             }
-        switch (nr) {
-        case 8: FA8_ROWS(8, 2); break;
-        case 4: FA8_ROWS(4, 4); break;
-        case 3: FA8_ROWS(3, 4); break;
-        case 2: FA8_ROWS(2, 4); break;
-        default: FA8_ROWS(1, 4); break;
+        const uint8_t *qi = qb + (uint64_t)i * qs;
+        float *si = s + (int64_t)i * ss;
+        for (int j = 0; j < nk; j += FA8_K) {
+            const int nj = nk - j < FA8_K ? nk - j : FA8_K;
+            const uint8_t *kj = kb + (uint64_t)j * ks;
+            switch (nr) {
+            case 8: fa8_tile(nb, 8, nj, qi, qs, dq, cq, kj, ks, si + j, ss); break;
+            case 7: fa8_tile(nb, 7, nj, qi, qs, dq, cq, kj, ks, si + j, ss); break;
+            case 6: fa8_tile(nb, 6, nj, qi, qs, dq, cq, kj, ks, si + j, ss); break;
+            case 5: fa8_tile(nb, 5, nj, qi, qs, dq, cq, kj, ks, si + j, ss); break;
+            case 4: fa8_tile(nb, 4, nj, qi, qs, dq, cq, kj, ks, si + j, ss); break;
+            case 3: fa8_tile(nb, 3, nj, qi, qs, dq, cq, kj, ks, si + j, ss); break;
+            case 2: fa8_tile(nb, 2, nj, qi, qs, dq, cq, kj, ks, si + j, ss); break;
+            default: fa8_tile(nb, 1, nj, qi, qs, dq, cq, kj, ks, si + j, ss); break;
+            }
         }
-        i += nr;
     }
 }
 

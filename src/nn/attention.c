@@ -385,6 +385,14 @@ static void fa_gather(const fa_task *t, const fa_tile *tl, fa_work *w) {
     }
 }
 
+/* a row's running sum and value sums rescaled when its maximum grows from m to mn */
+static void fa_rescale(float m, float mn, float *l, float *acc, int hdv) {
+    if (m == -INFINITY || m == mn) return;
+    const float alpha = expf(m - mn);
+    *l *= alpha;
+    for (int i = 0; i < hdv; i++) acc[i] *= alpha;
+}
+
 /* Chunk c of the tile from scratch: (m, l, acc) per row into pm, pl, pacc. */
 static void fa_chunk(const fa_task *t, const fa_tile *tl, int64_t c, const fa_work *w, float *pm, float *pl,
                      float *pacc) {
@@ -405,43 +413,43 @@ static void fa_chunk(const fa_task *t, const fa_tile *tl, int64_t c, const fa_wo
         float *s0 = w->s + (ks - k0);
         a->k->fa_scores[kt](KL->k_pad, M, nk, w->qt, qrow, clb_kv_krow(kv, tl->seq, l, tl->g, ks), KL->k_row, s0,
                             CLB_FA_TK);
-        bool any = false;
-        for (int r = 0; r < M; r++) {
-            float *sr = w->s + (int64_t)r * CLB_FA_TK, mx = -INFINITY;
-            const int64_t from = CLB_MAX(ks, w->first[r]) - k0, to = CLB_MIN(ke, w->pos[r]) - k0;
-            if (from == 0 && to == CLB_FA_TK - 1) { /* every key seen: scale and max in 8 lanes (vectorised) */
-                float m8[8];
-                for (int u = 0; u < 8; u++) m8[u] = -INFINITY;
-                for (int64_t j = 0; j < CLB_FA_TK; j += 8)
-                    for (int u = 0; u < 8; u++) {
-                        const float v = sr[j + u] * scale;
-                        sr[j + u] = v;
-                        m8[u] = v > m8[u] ? v : m8[u];
-                    }
-                for (int u = 0; u < 8; u++) mx = m8[u] > mx ? m8[u] : mx;
-            } else
-            for (int64_t j = 0; j < CLB_FA_TK; j++) {
-                if (j < from || j > to) {
-                    sr[j] = -INFINITY;
-                } else {
-                    sr[j] *= scale;
-                    mx = sr[j] > mx ? sr[j] : mx;
+        bool any = true, full = nk == CLB_FA_TK;
+        for (int r = 0; r < M && full; r++) full = w->first[r] <= ks && w->pos[r] >= ke;
+        float mn[FA_MAXM], sum[FA_MAXM]; /* each row's new maximum and its exp sum */
+        if (full) { /* every row sees every key (decoding at depth): the rows' softmax steps at once */
+            a->k->fa_softmax(M, w->s, scale, pm, mn, sum);
+        } else {
+            any = false;
+            for (int r = 0; r < M; r++) {
+                float *sr = w->s + (int64_t)r * CLB_FA_TK, mx = -INFINITY;
+                const int64_t from = CLB_MAX(ks, w->first[r]) - k0, to = CLB_MIN(ke, w->pos[r]) - k0;
+                if (from == 0 && to == CLB_FA_TK - 1) { /* every key seen */
+                    a->k->fa_softmax(1, sr, scale, pm + r, mn + r, sum + r);
+                    any = true;
+                    continue;
                 }
+                for (int64_t j = 0; j < CLB_FA_TK; j++) {
+                    if (j < from || j > to) {
+                        sr[j] = -INFINITY;
+                    } else {
+                        sr[j] *= scale;
+                        mx = sr[j] > mx ? sr[j] : mx;
+                    }
+                }
+                mn[r] = pm[r], sum[r] = 0.0f;
+                if (mx == -INFINITY) { /* no key of this tile for this row: it adds nothing */
+                    memset(sr, 0, sizeof(float) * CLB_FA_TK);
+                    continue;
+                }
+                any = true;
+                mn[r] = pm[r] > mx ? pm[r] : mx;
+                sum[r] = a->k->fa_exp_sum(CLB_FA_TK, sr, mn[r]);
             }
-            if (mx == -INFINITY) { /* no key of this tile for this row: it adds nothing */
-                memset(sr, 0, sizeof(float) * CLB_FA_TK);
-                continue;
-            }
-            any = true;
-            const float mn = pm[r] > mx ? pm[r] : mx;
-            if (pm[r] != -INFINITY && pm[r] != mn) {
-                const float alpha = expf(pm[r] - mn);
-                float *acc = pacc + (int64_t)r * hdv;
-                pl[r] *= alpha;
-                for (int i = 0; i < hdv; i++) acc[i] *= alpha;
-            }
-            pl[r] += a->k->fa_exp_sum(CLB_FA_TK, sr, mn);
-            pm[r] = mn;
+        }
+        for (int r = 0; r < M; r++) {
+            fa_rescale(pm[r], mn[r], &pl[r], pacc + (int64_t)r * hdv, hdv);
+            pl[r] += sum[r];
+            pm[r] = mn[r];
         }
         if (any)
             a->k->fa_vacc[vt](hdv, M, nk, s0, CLB_FA_TK, clb_kv_vrow(kv, tl->seq, l, tl->g, ks), clb_kv_vstride(kv, l),

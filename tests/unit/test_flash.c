@@ -1,5 +1,5 @@
 /* test_flash.c — the flash-attention inner loops of every kernel table (kernels.h fa_scores,
- * fa_vacc, fa_exp_sum): each SIMD table against the portable one on awkward sizes, and each
+ * fa_vacc, fa_exp_sum, fa_softmax): each SIMD table against the portable one on awkward sizes, and each
  * table invariant to how rows and keys are grouped (a row computed alone, or its keys in
  * two calls, gives the same bits as in a whole tile) — what lets attention results not
  * depend on batching. */
@@ -25,8 +25,8 @@ static float rnd_f(void) { return tu_rand(&rng); }
 static const char *const isas[] = {"generic", "avx2", "avx2+vnni", "avx512", "neon", "neon+dotprod"};
 static const int types[] = {CLB_DT_F32, CLB_DT_F16, CLB_DT_BF16, CLB_DT_Q8_0, CLB_DT_Q4_0};
 static const int64_t dims_float[] = {8, 16, 24, 40, 64, 128, 200, 576};
-static const int64_t dims_block[] = {32, 64, 96, 128, 576};
-static const int nqs[] = {1, 3, 4, 5, 8, 13, 32};
+static const int64_t dims_block[] = {32, 64, 96, 128, 576, 2080}; /* 2080: past the AVX-512 q8_0 kernel's 2048 */
+static const int nqs[] = {1, 2, 3, 4, 5, 6, 7, 8, 13, 32};
 static const int nks[] = {1, 2, 3, 5, 17, 32};
 
 /* n rows of d values of type t (from random floats), row_bytes apart; the f32 originals too */
@@ -178,11 +178,56 @@ static void test_exp_sum(void **state) {
     }
 }
 
+/* fa_softmax against the same table's steps one row at a time (bit for bit) and the
+   portable table (to rounding), with running maxima below, inside and above the rows' */
+static void test_softmax(void **state) {
+    (void)state;
+    const clb_kernels *g = clb_kernels_generic();
+    int checked = 0;
+    for (size_t s = 0; s < ALEN(isas); s++) {
+        const clb_kernels *k = clb_kernels_by_isa(isas[s]);
+        if (!k) continue;
+        assert_non_null(k->fa_softmax);
+        enum { R = 32, N = R * CLB_FA_TK };
+        float x[N], y[N], z[N], m[R], mn[R], sum[R], gmn[R], gsum[R];
+        const float scale = 0.0883883f;
+        for (int nr = 1; nr <= R; nr += nr < 9 ? 1 : 7) {
+            for (int i = 0; i < N; i++) x[i] = 40.0f * rnd_f();
+            for (int r = 0; r < R; r++) m[r] = r % 4 == 0 ? -INFINITY : r % 4 == 1 ? -9.0f : r % 4 == 2 ? 1.0f : 6.0f;
+            memcpy(y, x, sizeof x);
+            memcpy(z, x, sizeof x);
+            k->fa_softmax(nr, y, scale, m, mn, sum);
+            g->fa_softmax(nr, z, scale, m, gmn, gsum);
+            for (int r = 0; r < nr; r++) {
+                float *row = x + r * CLB_FA_TK, mx = m[r];
+                for (int j = 0; j < CLB_FA_TK; j++) {
+                    row[j] *= scale;
+                    mx = row[j] > mx ? row[j] : mx;
+                }
+                const float one = k->fa_exp_sum(CLB_FA_TK, row, mx);
+                if (memcmp(&mx, &mn[r], sizeof mx) || memcmp(&one, &sum[r], sizeof one) ||
+                    memcmp(row, y + r * CLB_FA_TK, sizeof(float) * CLB_FA_TK))
+                    fail_msg("%s nr=%d row %d: not the rowwise steps' bits (max %g vs %g, sum %g vs %g)", isas[s], nr, r,
+                             (double)mn[r], (double)mx, (double)sum[r], (double)one);
+                if (gmn[r] != mn[r] || fabsf(gsum[r] - sum[r]) > 1e-5f * gsum[r])
+                    fail_msg("%s nr=%d row %d: max %g vs %g, sum %g vs %g (generic)", isas[s], nr, r, (double)mn[r],
+                             (double)gmn[r], (double)sum[r], (double)gsum[r]);
+                checked++;
+            }
+            for (int i = nr * CLB_FA_TK; i < N; i++)
+                if (memcmp(&y[i], &z[i], sizeof y[i]) || memcmp(&y[i], &x[i], sizeof y[i]))
+                    fail_msg("%s nr=%d: score %d past the rows written", isas[s], nr, i);
+        }
+    }
+    assert_true(checked > 100);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_scores),
         cmocka_unit_test(test_vacc),
         cmocka_unit_test(test_exp_sum),
+        cmocka_unit_test(test_softmax),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
