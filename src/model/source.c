@@ -342,10 +342,13 @@ static int open_hf(const char *path, clb_source *s) {
         }
         clb_src_tensor *o = &s->tensors[n];
         /* the multi-token-prediction layers after the last (num_nextn_predict_layers) */
-        int ml = -1, mlen = 0;
-        if (s->hp.n_nextn > 0 && sscanf(name, "model.layers.%d.%n", &ml, &mlen) == 1 && mlen > 0 &&
-            ml >= s->hp.n_layer && ml < s->hp.n_layer + s->hp.n_nextn)
-            continue;
+        static const char layers[] = "model.layers.";
+        if (s->hp.n_nextn > 0 && !strncmp(name, layers, sizeof layers - 1) && name[sizeof layers - 1] >= '0' &&
+            name[sizeof layers - 1] <= '9') { /* no sscanf: it would bring 35 KB of glibc into the minimal build */
+            char *end;
+            const long ml = strtol(name + sizeof layers - 1, &end, 10);
+            if (*end == '.' && ml >= s->hp.n_layer && ml < (long)s->hp.n_layer + s->hp.n_nextn) continue;
+        }
         if (clb_arch_hf_ignored(desc, name)) continue;
         if (!clb_arch_map_hf_name(desc, name, o->name, sizeof o->name, &L, &E)) {
             /* buffers such as rotary_emb.inv_freq carry no weights */
