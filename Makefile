@@ -47,6 +47,13 @@ CFLAGS   += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover
 LDFLAGS  += -fsanitize=$(SANITIZE)
 endif
 LIBS     := -lcjson -lpcre2-8 -lutf8proc -lzstd -lcrypto -lz -lm -pthread
+# AES-256-GCM: also Intel's ipsec-mb on x86-64 (Debian has it for amd64 only; no static
+# library), which chooses its code by the CPU at run time; libcrypto elsewhere (codec.c)
+ifeq ($(ARCH)$(STATIC),x86_64)
+AES_DEFS := -DCLB_HAVE_IPSEC_MB
+CFLAGS   += $(AES_DEFS)
+LIBS     += -lIPSec_MB
+endif
 TESTLIBS := -lcmocka
 CLI_LIBS := -ledit -lmicrohttpd  # the tool: line editing (chat), HTTP (serve)
 
@@ -222,14 +229,14 @@ size-check: all
 
 FUZZ_SECONDS ?= 60
 fuzz:
-	FUZZ_LIBS="$(LIBS)" sh tests/fuzz/run.sh $(FUZZ_SECONDS)
+	FUZZ_LIBS="$(LIBS)" FUZZ_DEFS="$(AES_DEFS)" sh tests/fuzz/run.sh $(FUZZ_SECONDS)
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
 	install -m 644 include/colibri.h $(DESTDIR)$(PREFIX)/include/colibri.h
 	install -m 644 $(LIB) $(DESTDIR)$(PREFIX)/lib/libcolibri.a
 	install -m 755 $(BIN) $(DESTDIR)$(PREFIX)/bin/colibri
-	sed -e 's|@PREFIX@|$(PREFIX)|g' colibri.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/colibri.pc
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBS@|$(LIBS)|g' colibri.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/colibri.pc
 
 # Debian packages, by what needs them. BUILD_PKGS: the library and the tool (make, make run);
 # TEST_PKGS: the tests (make test): cmocka, the numpy references, clang for the fuzzers,
@@ -237,7 +244,7 @@ install: all
 # expert-parallel runs; STATIC_PKGS: make static; CROSS_PKGS: make CROSS=aarch64-linux-gnu-.
 # "cmd=pkg": pkg only when the command is not already on PATH (a Node.js from elsewhere).
 BUILD_PKGS := gcc make libc6-dev libcjson-dev zlib1g-dev libpcre2-dev libutf8proc-dev libedit-dev \
-            libmicrohttpd-dev libzstd-dev libssl-dev
+            libmicrohttpd-dev libzstd-dev libssl-dev $(if $(filter x86_64,$(shell uname -m)),libipsec-mb-dev)
 TEST_PKGS := libcmocka-dev python3 python3-numpy python3-cryptography zstd clang libclang-rt-14-dev \
             node=nodejs npm=npm chromium openmpi-bin libopenmpi-dev
 STATIC_PKGS := dpkg-dev libbsd-dev libmd-dev libncurses-dev musl-tools

@@ -55,8 +55,8 @@ int cmd_verify(int argc, char **argv) {
     double dt = cli_now() - t0;
     if (auth) printf("%s: OK\n", path);
     else printf("%s: OK as stored (encrypted: give its key with --key-file to authenticate every chunk)\n", path);
-    fprintf(stderr, "colibri: verified %.2f MiB in %.3f s (%.2f GB/s)\n", bytes / 1048576.0, dt,
-            dt > 0 ? bytes / 1e9 / dt : 0.0);
+    fprintf(stderr, "colibri: verified %.2f MiB in %.3f s (%.2f GB/s; AES-256-GCM by %s)\n", bytes / 1048576.0, dt,
+            dt > 0 ? bytes / 1e9 / dt : 0.0, colibri_aes_name());
     return 0;
 }
 

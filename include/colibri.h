@@ -569,6 +569,10 @@ void colibri_set_key_callback(colibri_key_fn fn, void *user);
 /* The key file to use when no callback is set, instead of COLIBRI_KEY_FILE (NULL: back to
    the environment). The path is copied; the file is read when a key is needed. */
 int colibri_set_key_file(const char *path);
+/* The AES-256-GCM code encrypted files use in this process: "ipsec-mb avx512" (or avx2, avx,
+   sse: Intel's ipsec-mb, in x86-64 builds, chosen by the CPU at run time) or "libcrypto"
+   (OpenSSL: other builds, CPUs without AES-NI, or the environment's COLIBRI_AES=libcrypto). */
+const char *colibri_aes_name(void);
 
 /* A human-readable description of a model file (header, configuration, tensor summary,
    bytes per expert). Heap string: release with colibri_string_free. NULL on error. */

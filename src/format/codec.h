@@ -1,6 +1,6 @@
 /* codec.h — the per-segment encodings of .colibri version 2 chunks (docs/FORMAT.md):
  * the byte split of 16-bit data, zstd or zlib compression, AES-256-GCM authenticated
- * encryption (OpenSSL libcrypto), and the key material derived from the user's 32-byte key
+ * encryption (OpenSSL libcrypto, or Intel's ipsec-mb on x86-64), and the key material derived from the user's 32-byte key
  * and the file's random salt (HKDF-SHA256).
  *
  * A segment is at most the file's segment size of plain bytes. Encoding: split (16-bit
@@ -44,6 +44,11 @@ int clb_key_read_file(const char *path, uint8_t key[CLB_KEY_BYTES]);
 int clb_random_bytes(uint8_t *buf, size_t n);
 /* Wipes n bytes (not optimised away). */
 void clb_wipe(void *p, size_t n);
+
+/* The AES-256-GCM code (colibri_aes_name in colibri.h): clb_aes_force (tests) sets the
+   backend of the codecs made after it (-1: automatic) and returns the previous setting. */
+enum { CLB_AES_LIBCRYPTO = 0, CLB_AES_IPSEC_MB = 1 };
+int clb_aes_force(int backend);
 
 /* A per-thread coder: compression contexts, the cipher context and a segment of scratch. */
 typedef struct clb_codec clb_codec;

@@ -17,7 +17,7 @@ TARGETS=${*:-fuzz_gguf fuzz_container fuzz_safetensors fuzz_container_v2 fuzz_co
 CC=${FUZZ_CC:-clang}
 OUT=build/fuzz
 SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
-CFLAGS="-std=c11 -D_GNU_SOURCE -O1 -g -Iinclude -Isrc -pthread $SAN"
+CFLAGS="-std=c11 -D_GNU_SOURCE -O1 -g -Iinclude -Isrc -pthread $SAN ${FUZZ_DEFS:-}"
 # the libraries the engine links: the Makefile passes its own list (FUZZ_LIBS)
 LIBS=${FUZZ_LIBS:?run through make fuzz, which passes the libraries of the engine}
 JOBS=${FUZZ_JOBS:-2}
