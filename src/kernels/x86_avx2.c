@@ -705,8 +705,151 @@ static inline __m256 fa_ld_q4(const uint8_t *qs, int g) { /* g: 0/1 low nibbles 
 
 CLB_FA_SCORES_MDOT(fa_scores_q4_0_avx2, mdot_q4_0)
 CLB_FA_SCORES_MDOT(fa_scores_q4_0_vnni, mdot_q4_0_vnni)
-CLB_FA_SCORES_MDOT(fa_scores_q8_0_avx2, mdot_q8_0)
-CLB_FA_SCORES_MDOT(fa_scores_q8_0_vnni, mdot_q8_0_vnni)
+CLB_FA_SCORES_MDOT(fa_scores_mdot_q8_0_avx2, mdot_q8_0)
+CLB_FA_SCORES_MDOT(fa_scores_mdot_q8_0_vnni, mdot_q8_0_vnni)
+
+/* Scores on Q8_0 keys, 8 keys to a register (a lane per key), so no horizontal sum per
+   (query, key): the AVX-512 table's fa_scores_q8_0_512 in 256 bits. Per block and group of
+   8 keys: their 32 quant bytes transposed into 8 vectors (lane j: dword c of key j) and
+   their 8 scales; per query, 8 dot products of 4 bytes with the query's dword c broadcast.
+   AVX-VNNI: VPDPBUSD on the keys + 128 (unsigned) seeded with -128 * sum(q) of the query's
+   block; AVX2: maddubs of |k| with q carrying k's sign, then madd (no int16 saturation:
+   |k| <= 128, |q| <= 127). Both give each lane the exact integer dot product of the block,
+   so the two variants agree bit for bit. A score is one chain over the blocks in order,
+   s = fma(float(i_b), dk_b * dq_b, s) from s = 0: the same operations for a (query, key)
+   whatever its lane, group and tile. */
+enum { FA8_K = 8, FA8_Q = 8, FA8_MAXB = 64 }; /* keys per register, queries per pass, d <= 2048 */
+
+MD_INLINE __m256i dpbusd_acc(__m256i acc, __m256i u, __m256i s) {
+    __asm__("%{vex%} vpdpbusd %2, %1, %0" : "+x"(acc) : "x"(u), "x"(s));
+    return acc;
+}
+
+MD_INLINE __m256i bcast_dword(const uint8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+}
+
+/* z[j]: 8 dwords of key j -> out[c] lane j = dword c of key j */
+MD_INLINE void dwords8x8_t(const __m256i z[8], __m256i out[8]) {
+    __m256i t[8], u[8];
+    CLB_UNROLL
+    for (int m = 0; m < 4; m++) { /* t[2m] = z2m[0] z2m+1[0] z2m[1] z2m+1[1] | the same of dwords 4, 5 */
+        t[2 * m] = _mm256_unpacklo_epi32(z[2 * m], z[2 * m + 1]);
+        t[2 * m + 1] = _mm256_unpackhi_epi32(z[2 * m], z[2 * m + 1]);
+    }
+    CLB_UNROLL
+    for (int h = 0; h < 2; h++) { /* u[4h + e]: keys 4h..4h+3 of dword e | dword e + 4 */
+        u[4 * h] = _mm256_unpacklo_epi64(t[4 * h], t[4 * h + 2]);
+        u[4 * h + 1] = _mm256_unpackhi_epi64(t[4 * h], t[4 * h + 2]);
+        u[4 * h + 2] = _mm256_unpacklo_epi64(t[4 * h + 1], t[4 * h + 3]);
+        u[4 * h + 3] = _mm256_unpackhi_epi64(t[4 * h + 1], t[4 * h + 3]);
+    }
+    CLB_UNROLL
+    for (int e = 0; e < 4; e++) {
+        out[e] = _mm256_permute2x128_si256(u[e], u[4 + e], 0x20);
+        out[e + 4] = _mm256_permute2x128_si256(u[e], u[4 + e], 0x31);
+    }
+}
+
+/* QT queries (their scales dq and -128 * sums cq, [a * FA8_MAXB + b]) against
+   nj <= 8 keys from k (lanes past nj repeat the last key; not stored) */
+MD_INLINE void fa8_tile(int64_t nb, const int QT, int nj, const uint8_t *q, uint64_t qs, const float *dq,
+                        const int32_t *cq, const uint8_t *k, uint64_t ks, float *s, int64_t ss,
+                        const int vnni) {
+    uint64_t off[FA8_K];
+    for (int j = 0; j < FA8_K; j++) off[j] = (uint64_t)(j < nj ? j : nj - 1) * ks;
+    __m256 acc[FA8_Q];
+    _Pragma("GCC unroll 8") for (int a = 0; a < QT; a++) acc[a] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *kb = k + (uint64_t)b * sizeof(clb_block_q8_0);
+        __m256i z[8], kt[8], ak[8];
+        _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) z[j] = LD256(kb + off[j] + 2);
+        dwords8x8_t(z, kt);
+        _Pragma("GCC unroll 8") for (int c = 0; c < 8; c++)
+            ak[c] = vnni ? _mm256_xor_si256(kt[c], _mm256_set1_epi8((char)0x80)) : _mm256_sign_epi8(kt[c], kt[c]);
+        uint16_t h[8];
+        _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) memcpy(&h[j], kb + off[j], 2);
+        const __m256 dk = _mm256_cvtph_ps(_mm_setr_epi16((short)h[0], (short)h[1], (short)h[2], (short)h[3], (short)h[4],
+                                                         (short)h[5], (short)h[6], (short)h[7]));
+        _Pragma("GCC unroll 8") for (int a = 0; a < QT; a++) {
+            const uint8_t *qa = q + (uint64_t)a * qs + (uint64_t)b * sizeof(clb_block_q8_0) + 2;
+            __m256i p0, p1; /* two chains (exact integers: their sum is the same) */
+            if (vnni) {
+                p0 = _mm256_set1_epi32(cq[a * FA8_MAXB + b]);
+                p1 = _mm256_setzero_si256();
+                _Pragma("GCC unroll 8") for (int c = 0; c < 8; c += 2) {
+                    p0 = dpbusd_acc(p0, ak[c], bcast_dword(qa + 4 * c));
+                    p1 = dpbusd_acc(p1, ak[c + 1], bcast_dword(qa + 4 * c + 4));
+                }
+            } else {
+                p0 = p1 = _mm256_setzero_si256();
+                _Pragma("GCC unroll 8") for (int c = 0; c < 8; c += 2) {
+                    const __m256i s0 = _mm256_sign_epi8(bcast_dword(qa + 4 * c), kt[c]);
+                    const __m256i s1 = _mm256_sign_epi8(bcast_dword(qa + 4 * c + 4), kt[c + 1]);
+                    p0 = _mm256_add_epi32(p0, _mm256_madd_epi16(_mm256_maddubs_epi16(ak[c], s0), _mm256_set1_epi16(1)));
+                    p1 = _mm256_add_epi32(p1, _mm256_madd_epi16(_mm256_maddubs_epi16(ak[c + 1], s1), _mm256_set1_epi16(1)));
+                }
+            }
+            const __m256i p = _mm256_add_epi32(p0, p1);
+            acc[a] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(dk, _mm256_set1_ps(dq[a * FA8_MAXB + b])), acc[a]);
+        }
+    }
+    const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(nj), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    _Pragma("GCC unroll 8") for (int a = 0; a < QT; a++) _mm256_maskstore_ps(s + (int64_t)a * ss, m, acc[a]);
+}
+
+/* the query rows' block scales and (VNNI) -128 * sums, [a * FA8_MAXB + b] */
+MD_INLINE void fa8_query_blocks(int64_t nb, int nr, const uint8_t *q, uint64_t qs, float *dq, int32_t *cq, const int vnni) {
+    for (int a = 0; a < nr; a++) {
+        const clb_block_q8_0 *x = (const clb_block_q8_0 *)(q + (uint64_t)a * qs);
+        for (int64_t b = 0; b < nb; b++) {
+            dq[a * FA8_MAXB + b] = _cvtsh_ss(x[b].d);
+            if (vnni) cq[a * FA8_MAXB + b] = -128 * hsum_epi32(sum_i8(LD256(x[b].qs)));
+        }
+    }
+}
+
+/* groups of FA8_Q query rows; a group's rows in tiles of 8, 4, 2 and 1 (the tile size does
+   not change a score) */
+MD_INLINE void fa_scores_q8_0_t(int64_t d, int nq, int nk, const void *q, uint64_t qs, const void *k, uint64_t ks,
+                                float *s, int64_t ss, const int vnni) {
+    const int64_t nb = d / CLB_QK;
+    for (int j = 0; j < nk; j++) clb_fa_prefetch_row((const uint8_t *)k + (uint64_t)(j + CLB_FA_TK) * ks, ks); /* the next tile */
+    float dq[FA8_Q * FA8_MAXB];
+    int32_t cq[FA8_Q * FA8_MAXB];
+    for (int i = 0; i < nq; i += FA8_Q) {
+        const int nr = nq - i < FA8_Q ? nq - i : FA8_Q;
+        const uint8_t *qi = (const uint8_t *)q + (uint64_t)i * qs;
+        fa8_query_blocks(nb, nr, qi, qs, dq, cq, vnni);
+        for (int j = 0; j < nk; j += FA8_K) {
+            const int nj = nk - j < FA8_K ? nk - j : FA8_K;
+            const uint8_t *kj = (const uint8_t *)k + (uint64_t)j * ks;
+            for (int a = 0; a < nr;) {
+                const int left = nr - a, o = a * FA8_MAXB;
+                float *sa = s + (int64_t)(i + a) * ss + j;
+                const uint8_t *qa = qi + (uint64_t)a * qs;
+                if (left >= 8) fa8_tile(nb, 8, nj, qa, qs, dq + o, cq + o, kj, ks, sa, ss, vnni), a += 8;
+                else if (left >= 4) fa8_tile(nb, 4, nj, qa, qs, dq + o, cq + o, kj, ks, sa, ss, vnni), a += 4;
+                else if (left >= 2) fa8_tile(nb, 2, nj, qa, qs, dq + o, cq + o, kj, ks, sa, ss, vnni), a += 2;
+                else fa8_tile(nb, 1, nj, qa, qs, dq + o, cq + o, kj, ks, sa, ss, vnni), a += 1;
+            }
+        }
+    }
+}
+
+static void fa_scores_q8_0_avx2(int64_t d, int nq, int nk, const void *q, uint64_t qs, const void *k, uint64_t ks,
+                                float *s, int64_t ss) {
+    if (d / CLB_QK > FA8_MAXB) fa_scores_mdot_q8_0_avx2(d, nq, nk, q, qs, k, ks, s, ss);
+    else fa_scores_q8_0_t(d, nq, nk, q, qs, k, ks, s, ss, 0);
+}
+
+static void fa_scores_q8_0_vnni(int64_t d, int nq, int nk, const void *q, uint64_t qs, const void *k, uint64_t ks,
+                                float *s, int64_t ss) {
+    if (d / CLB_QK > FA8_MAXB) fa_scores_mdot_q8_0_vnni(d, nq, nk, q, qs, k, ks, s, ss);
+    else fa_scores_q8_0_t(d, nq, nk, q, qs, k, ks, s, ss, 1);
+}
 
 void clb_kernels_fill_avx2_mdot(clb_kernels *k, clb_mdot_fn *mdot, bool vnni) {
     mdot[CLB_DT_Q4_0] = vnni ? mdot_q4_0_vnni : mdot_q4_0;
