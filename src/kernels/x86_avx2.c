@@ -851,31 +851,46 @@ static void fa_scores_q8_0_vnni(int64_t d, int nq, int nk, const void *q, uint64
     else fa_scores_q8_0_t(d, nq, nk, q, qs, k, ks, s, ss, 1);
 }
 
-/* Values of Q8_0 rows: the body's fa_vacc_q8_0 (FA_VRB = 2 rows a pass, what 16 registers
-   allow) dequantizes each value row again for every pair of query rows. Here a tile's rows
-   are dequantized once, FAV_C columns at a time into 32 x FAV_C floats (16 KB, in L1), and
-   fa_vacc_f32 runs on those for all query rows. The same operations per element as the
-   body's: each value d * q exactly (an 11-bit scale times an 8-bit integer), then one FMA
-   chain over the keys in order. */
+/* Values of 32-value blocks (Q8_0, Q4_0): the body's fa_vacc_q8_0 / fa_vacc_q4_0 (FA_VRB =
+   2 rows a pass, what 16 registers allow) dequantize each value row again for every pair of
+   query rows. Here a tile's rows are dequantized once, FAV_C columns at a time into
+   32 x FAV_C floats (16 KB, in L1), and fa_vacc_f32 runs on those for all query rows. The
+   same operations per element as the body's: each value d * q exactly (an 11-bit scale
+   times an integer of at most 8 bits), then one FMA chain over the keys in order. */
 enum { FAV_C = 128 };
-static void fa_vacc_q8_0_deq_avx2(int64_t d, int nq, int nk, const float *p, int64_t ps, const void *v, uint64_t vs,
-                                  float *acc, int64_t as) {
+MD_INLINE void fa_vacc_blocks_deq(int64_t d, int nq, int nk, const float *p, int64_t ps, const void *v, uint64_t vs,
+                                  float *acc, int64_t as, const int q4) {
     const uint8_t *vb = v;
+    const uint64_t bb = q4 ? sizeof(clb_block_q4_0) : sizeof(clb_block_q8_0);
     float x[CLB_FA_TK * FAV_C] __attribute__((aligned(32)));
     for (int j = 0; j < nk; j++) clb_fa_prefetch_row(vb + (uint64_t)(j + CLB_FA_TK) * vs, vs); /* the next tile */
     for (int64_t c0 = 0; c0 < d; c0 += FAV_C) {
         const int64_t w = d - c0 < FAV_C ? d - c0 : FAV_C; /* a multiple of 32 */
         for (int j = 0; j < nk; j++) {
-            const clb_block_q8_0 *blk = (const clb_block_q8_0 *)(vb + (uint64_t)j * vs) + c0 / CLB_QK;
+            const uint8_t *row = vb + (uint64_t)j * vs + (uint64_t)(c0 / CLB_QK) * bb;
             float *xj = x + (int64_t)j * w;
             for (int64_t b = 0; b < w / CLB_QK; b++) {
-                const __m256 dj = _mm256_set1_ps(_cvtsh_ss(blk[b].d));
+                const uint8_t *blk = row + (uint64_t)b * bb; /* the fp16 scale, then the quants */
+                uint16_t h;
+                memcpy(&h, blk, 2);
+                const __m256 dj = _mm256_set1_ps(_cvtsh_ss(h));
                 _Pragma("GCC unroll 4") for (int u = 0; u < 4; u++)
-                    _mm256_store_ps(xj + b * CLB_QK + u * 8, _mm256_mul_ps(dj, FA_LD_I8(blk[b].qs + u * 8)));
+                    _mm256_store_ps(xj + b * CLB_QK + u * 8,
+                                    _mm256_mul_ps(dj, q4 ? FA_LD_Q4(blk + 2, u) : FA_LD_I8(blk + 2 + u * 8)));
             }
         }
         fa_vacc_f32_avx2(w, nq, nk, p, ps, x, (uint64_t)w * sizeof(float), acc + c0, as);
     }
+}
+
+static void fa_vacc_q8_0_deq_avx2(int64_t d, int nq, int nk, const float *p, int64_t ps, const void *v, uint64_t vs,
+                                  float *acc, int64_t as) {
+    fa_vacc_blocks_deq(d, nq, nk, p, ps, v, vs, acc, as, 0);
+}
+
+static void fa_vacc_q4_0_deq_avx2(int64_t d, int nq, int nk, const float *p, int64_t ps, const void *v, uint64_t vs,
+                                  float *acc, int64_t as) {
+    fa_vacc_blocks_deq(d, nq, nk, p, ps, v, vs, acc, as, 1);
 }
 
 void clb_kernels_fill_avx2_mdot(clb_kernels *k, clb_mdot_fn *mdot, bool vnni) {
@@ -915,6 +930,7 @@ void clb_kernels_fill_avx2(clb_kernels *k) {
     k->quantize[CLB_DT_Q8_K] = quantize_q8_k;
     fa_fill_avx2(k);
     k->fa_vacc[CLB_DT_Q8_0] = fa_vacc_q8_0_deq_avx2;
+    k->fa_vacc[CLB_DT_Q4_0] = fa_vacc_q4_0_deq_avx2;
     /* Q4_0, Q8_0, Q4_K, IQ4_NL, MXFP4: the blocked kernels (clb_kernels_fill_avx2_mdot) */
 }
 
