@@ -703,19 +703,21 @@ static inline __m256 fa_ld_q4(const uint8_t *qs, int g) { /* g: 0/1 low nibbles 
 #define FA_F16_1(h) _cvtsh_ss(h) /* F16C: the block scale without a call */
 #include "kernels/fa_body_impl.h"
 
-CLB_FA_SCORES_MDOT(fa_scores_q4_0_avx2, mdot_q4_0)
-CLB_FA_SCORES_MDOT(fa_scores_q4_0_vnni, mdot_q4_0_vnni)
+CLB_FA_SCORES_MDOT(fa_scores_mdot_q4_0_avx2, mdot_q4_0)
+CLB_FA_SCORES_MDOT(fa_scores_mdot_q4_0_vnni, mdot_q4_0_vnni)
 CLB_FA_SCORES_MDOT(fa_scores_mdot_q8_0_avx2, mdot_q8_0)
 CLB_FA_SCORES_MDOT(fa_scores_mdot_q8_0_vnni, mdot_q8_0_vnni)
 
-/* Scores on Q8_0 keys, 8 keys to a register (a lane per key), so no horizontal sum per
-   (query, key): the AVX-512 table's fa_scores_q8_0_512 in 256 bits. Per block and group of
-   8 keys: their 32 quant bytes transposed into 8 vectors (lane j: dword c of key j) and
-   their 8 scales; per query, 8 dot products of 4 bytes with the query's dword c broadcast.
-   AVX-VNNI: VPDPBUSD on the keys + 128 (unsigned) seeded with -128 * sum(q) of the query's
-   block; AVX2: maddubs of |k| with q carrying k's sign, then madd (no int16 saturation:
-   |k| <= 128, |q| <= 127). Both give each lane the exact integer dot product of the block,
-   so the two variants agree bit for bit. A score is one chain over the blocks in order,
+/* Scores on Q8_0 and Q4_0 keys, 8 keys to a register (a lane per key), so no horizontal
+   sum per (query, key): the AVX-512 table's fa_scores_q8_0_512 in 256 bits. Per block and
+   group of 8 keys: their 32 quants (Q4_0: the unsigned nibbles, 0..15) transposed into 8
+   vectors (lane j: dword c of key j) and their 8 scales; per query, 8 dot products of 4
+   bytes with the query's dword c broadcast. Q8_0 with AVX-VNNI: VPDPBUSD on the keys + 128
+   (unsigned) seeded with -128 * sum(q) of the query's block; AVX2: maddubs of |k| with q
+   carrying k's sign, then madd (no int16 saturation: |k| <= 128, |q| <= 127). Q4_0: the
+   nibbles are unsigned already (VPDPBUSD, or maddubs + madd: |pair| <= 2 * 15 * 127), seeded
+   with -8 * sum(q). Each lane gets the exact integer dot product of the block, so the two
+   variants agree bit for bit. A score is one chain over the blocks in order,
    s = fma(float(i_b), dk_b * dq_b, s) from s = 0: the same operations for a (query, key)
    whatever its lane, group and tile. */
 enum { FA8_K = 8, FA8_Q = 8, FA8_MAXB = 64 }; /* keys per register, queries per pass, d <= 2048 */
@@ -757,18 +759,19 @@ MD_INLINE void dwords8x8_t(const __m256i z[8], __m256i out[8]) {
    nj <= 8 keys from k (lanes past nj repeat the last key; not stored) */
 MD_INLINE void fa8_tile(int64_t nb, const int QT, int nj, const uint8_t *q, uint64_t qs, const float *dq,
                         const int32_t *cq, const uint8_t *k, uint64_t ks, float *s, int64_t ss,
-                        const int vnni) {
+                        const int vnni, const int q4) {
+    const uint64_t bb = q4 ? sizeof(clb_block_q4_0) : sizeof(clb_block_q8_0);
     uint64_t off[FA8_K];
     for (int j = 0; j < FA8_K; j++) off[j] = (uint64_t)(j < nj ? j : nj - 1) * ks;
     __m256 acc[FA8_Q];
     _Pragma("GCC unroll 8") for (int a = 0; a < QT; a++) acc[a] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *kb = k + (uint64_t)b * sizeof(clb_block_q8_0);
+        const uint8_t *kb = k + (uint64_t)b * bb;
         __m256i z[8], kt[8], ak[8];
-        _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) z[j] = LD256(kb + off[j] + 2);
+        _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) z[j] = q4 ? unpack_nibbles(kb + off[j] + 2) : LD256(kb + off[j] + 2);
         dwords8x8_t(z, kt);
         _Pragma("GCC unroll 8") for (int c = 0; c < 8; c++)
-            ak[c] = vnni ? _mm256_xor_si256(kt[c], _mm256_set1_epi8((char)0x80)) : _mm256_sign_epi8(kt[c], kt[c]);
+            ak[c] = q4 ? kt[c] : vnni ? _mm256_xor_si256(kt[c], _mm256_set1_epi8((char)0x80)) : _mm256_sign_epi8(kt[c], kt[c]);
         uint16_t h[8];
         _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) memcpy(&h[j], kb + off[j], 2);
         const __m256 dk = _mm256_cvtph_ps(_mm_setr_epi16((short)h[0], (short)h[1], (short)h[2], (short)h[3], (short)h[4],
@@ -784,10 +787,12 @@ MD_INLINE void fa8_tile(int64_t nb, const int QT, int nj, const uint8_t *q, uint
                     p1 = dpbusd_acc(p1, ak[c + 1], bcast_dword(qa + 4 * c + 4));
                 }
             } else {
-                p0 = p1 = _mm256_setzero_si256();
+                p0 = q4 ? _mm256_set1_epi32(cq[a * FA8_MAXB + b]) : _mm256_setzero_si256();
+                p1 = _mm256_setzero_si256();
                 _Pragma("GCC unroll 8") for (int c = 0; c < 8; c += 2) {
-                    const __m256i s0 = _mm256_sign_epi8(bcast_dword(qa + 4 * c), kt[c]);
-                    const __m256i s1 = _mm256_sign_epi8(bcast_dword(qa + 4 * c + 4), kt[c + 1]);
+                    const __m256i q0 = bcast_dword(qa + 4 * c), q1 = bcast_dword(qa + 4 * c + 4);
+                    const __m256i s0 = q4 ? q0 : _mm256_sign_epi8(q0, kt[c]);
+                    const __m256i s1 = q4 ? q1 : _mm256_sign_epi8(q1, kt[c + 1]);
                     p0 = _mm256_add_epi32(p0, _mm256_madd_epi16(_mm256_maddubs_epi16(ak[c], s0), _mm256_set1_epi16(1)));
                     p1 = _mm256_add_epi32(p1, _mm256_madd_epi16(_mm256_maddubs_epi16(ak[c + 1], s1), _mm256_set1_epi16(1)));
                 }
@@ -800,21 +805,23 @@ MD_INLINE void fa8_tile(int64_t nb, const int QT, int nj, const uint8_t *q, uint
     _Pragma("GCC unroll 8") for (int a = 0; a < QT; a++) _mm256_maskstore_ps(s + (int64_t)a * ss, m, acc[a]);
 }
 
-/* the query rows' block scales and (VNNI) -128 * sums, [a * FA8_MAXB + b] */
-MD_INLINE void fa8_query_blocks(int64_t nb, int nr, const uint8_t *q, uint64_t qs, float *dq, int32_t *cq, const int vnni) {
+/* the query rows' block scales and their sums times -128 (Q8_0 keys, VNNI) or -8 (Q4_0
+   keys), [a * FA8_MAXB + b] */
+MD_INLINE void fa8_query_blocks(int64_t nb, int nr, const uint8_t *q, uint64_t qs, float *dq, int32_t *cq, const int vnni,
+                                const int q4) {
     for (int a = 0; a < nr; a++) {
         const clb_block_q8_0 *x = (const clb_block_q8_0 *)(q + (uint64_t)a * qs);
         for (int64_t b = 0; b < nb; b++) {
             dq[a * FA8_MAXB + b] = _cvtsh_ss(x[b].d);
-            if (vnni) cq[a * FA8_MAXB + b] = -128 * hsum_epi32(sum_i8(LD256(x[b].qs)));
+            if (vnni || q4) cq[a * FA8_MAXB + b] = (q4 ? -8 : -128) * hsum_epi32(sum_i8(LD256(x[b].qs)));
         }
     }
 }
 
 /* groups of FA8_Q query rows; a group's rows in tiles of 8, 4, 2 and 1 (the tile size does
    not change a score) */
-MD_INLINE void fa_scores_q8_0_t(int64_t d, int nq, int nk, const void *q, uint64_t qs, const void *k, uint64_t ks,
-                                float *s, int64_t ss, const int vnni) {
+MD_INLINE void fa_scores_blk_t(int64_t d, int nq, int nk, const void *q, uint64_t qs, const void *k, uint64_t ks,
+                               float *s, int64_t ss, const int vnni, const int q4) {
     const int64_t nb = d / CLB_QK;
     for (int j = 0; j < nk; j++) clb_fa_prefetch_row((const uint8_t *)k + (uint64_t)(j + CLB_FA_TK) * ks, ks); /* the next tile */
     float dq[FA8_Q * FA8_MAXB];
@@ -822,7 +829,7 @@ MD_INLINE void fa_scores_q8_0_t(int64_t d, int nq, int nk, const void *q, uint64
     for (int i = 0; i < nq; i += FA8_Q) {
         const int nr = nq - i < FA8_Q ? nq - i : FA8_Q;
         const uint8_t *qi = (const uint8_t *)q + (uint64_t)i * qs;
-        fa8_query_blocks(nb, nr, qi, qs, dq, cq, vnni);
+        fa8_query_blocks(nb, nr, qi, qs, dq, cq, vnni, q4);
         for (int j = 0; j < nk; j += FA8_K) {
             const int nj = nk - j < FA8_K ? nk - j : FA8_K;
             const uint8_t *kj = (const uint8_t *)k + (uint64_t)j * ks;
@@ -830,26 +837,25 @@ MD_INLINE void fa_scores_q8_0_t(int64_t d, int nq, int nk, const void *q, uint64
                 const int left = nr - a, o = a * FA8_MAXB;
                 float *sa = s + (int64_t)(i + a) * ss + j;
                 const uint8_t *qa = qi + (uint64_t)a * qs;
-                if (left >= 8) fa8_tile(nb, 8, nj, qa, qs, dq + o, cq + o, kj, ks, sa, ss, vnni), a += 8;
-                else if (left >= 4) fa8_tile(nb, 4, nj, qa, qs, dq + o, cq + o, kj, ks, sa, ss, vnni), a += 4;
-                else if (left >= 2) fa8_tile(nb, 2, nj, qa, qs, dq + o, cq + o, kj, ks, sa, ss, vnni), a += 2;
-                else fa8_tile(nb, 1, nj, qa, qs, dq + o, cq + o, kj, ks, sa, ss, vnni), a += 1;
+                if (left >= 8) fa8_tile(nb, 8, nj, qa, qs, dq + o, cq + o, kj, ks, sa, ss, vnni, q4), a += 8;
+                else if (left >= 4) fa8_tile(nb, 4, nj, qa, qs, dq + o, cq + o, kj, ks, sa, ss, vnni, q4), a += 4;
+                else if (left >= 2) fa8_tile(nb, 2, nj, qa, qs, dq + o, cq + o, kj, ks, sa, ss, vnni, q4), a += 2;
+                else fa8_tile(nb, 1, nj, qa, qs, dq + o, cq + o, kj, ks, sa, ss, vnni, q4), a += 1;
             }
         }
     }
 }
 
-static void fa_scores_q8_0_avx2(int64_t d, int nq, int nk, const void *q, uint64_t qs, const void *k, uint64_t ks,
-                                float *s, int64_t ss) {
-    if (d / CLB_QK > FA8_MAXB) fa_scores_mdot_q8_0_avx2(d, nq, nk, q, qs, k, ks, s, ss);
-    else fa_scores_q8_0_t(d, nq, nk, q, qs, k, ks, s, ss, 0);
-}
-
-static void fa_scores_q8_0_vnni(int64_t d, int nq, int nk, const void *q, uint64_t qs, const void *k, uint64_t ks,
-                                float *s, int64_t ss) {
-    if (d / CLB_QK > FA8_MAXB) fa_scores_mdot_q8_0_vnni(d, nq, nk, q, qs, k, ks, s, ss);
-    else fa_scores_q8_0_t(d, nq, nk, q, qs, k, ks, s, ss, 1);
-}
+#define FA8_SCORES(NAME, FALLBACK, VNNI, Q4)                                                                 \
+    static void NAME(int64_t d, int nq, int nk, const void *q, uint64_t qs, const void *k, uint64_t ks, float *s,  \
+                     int64_t ss) {                                                                                 \
+        if (d / CLB_QK > FA8_MAXB) FALLBACK(d, nq, nk, q, qs, k, ks, s, ss);                                       \
+        else fa_scores_blk_t(d, nq, nk, q, qs, k, ks, s, ss, VNNI, Q4);                                            \
+    }
+FA8_SCORES(fa_scores_q8_0_avx2, fa_scores_mdot_q8_0_avx2, 0, 0)
+FA8_SCORES(fa_scores_q8_0_vnni, fa_scores_mdot_q8_0_vnni, 1, 0)
+FA8_SCORES(fa_scores_q4_0_avx2, fa_scores_mdot_q4_0_avx2, 0, 1)
+FA8_SCORES(fa_scores_q4_0_vnni, fa_scores_mdot_q4_0_vnni, 1, 1)
 
 /* Values of 32-value blocks (Q8_0, Q4_0): the body's fa_vacc_q8_0 / fa_vacc_q4_0 (FA_VRB =
    2 rows a pass, what 16 registers allow) dequantize each value row again for every pair of
