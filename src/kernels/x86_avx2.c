@@ -755,8 +755,8 @@ MD_INLINE void dwords8x8_t(const __m256i z[8], __m256i out[8]) {
     }
 }
 
-/* QT queries (their scales dq and -128 * sums cq, [a * FA8_MAXB + b]) against
-   nj <= 8 keys from k (lanes past nj repeat the last key; not stored) */
+/* QT queries (their scales dq and seeds cq, fa8_query_blocks) against nj <= 8 keys from k
+   (lanes past nj repeat the last key; not stored) */
 MD_INLINE void fa8_tile(int64_t nb, const int QT, int nj, const uint8_t *q, uint64_t qs, const float *dq,
                         const int32_t *cq, const uint8_t *k, uint64_t ks, float *s, int64_t ss,
                         const int vnni, const int q4) {
