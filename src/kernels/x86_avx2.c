@@ -703,10 +703,225 @@ static inline __m256 fa_ld_q4(const uint8_t *qs, int g) { /* g: 0/1 low nibbles 
 #define FA_F16_1(h) _cvtsh_ss(h) /* F16C: the block scale without a call */
 #include "kernels/fa_body_impl.h"
 
-CLB_FA_SCORES_MDOT(fa_scores_q4_0_avx2, mdot_q4_0)
-CLB_FA_SCORES_MDOT(fa_scores_q4_0_vnni, mdot_q4_0_vnni)
-CLB_FA_SCORES_MDOT(fa_scores_q8_0_avx2, mdot_q8_0)
-CLB_FA_SCORES_MDOT(fa_scores_q8_0_vnni, mdot_q8_0_vnni)
+CLB_FA_SCORES_MDOT(fa_scores_mdot_q4_0_avx2, mdot_q4_0)
+CLB_FA_SCORES_MDOT(fa_scores_mdot_q4_0_vnni, mdot_q4_0_vnni)
+CLB_FA_SCORES_MDOT(fa_scores_mdot_q8_0_avx2, mdot_q8_0)
+CLB_FA_SCORES_MDOT(fa_scores_mdot_q8_0_vnni, mdot_q8_0_vnni)
+
+/* Scores on Q8_0 and Q4_0 keys, 8 keys to a register (a lane per key), so no horizontal
+   sum per (query, key): the AVX-512 table's fa_scores_q8_0_512 in 256 bits. Per block and
+   group of 8 keys: their 32 quants (Q4_0: the unsigned nibbles, 0..15) transposed into 8
+   vectors (lane j: dword c of key j) and their 8 scales; per query, 8 dot products of 4
+   bytes with the query's dword c broadcast. Q8_0 with AVX-VNNI: VPDPBUSD on the keys + 128
+   (unsigned) seeded with -128 * sum(q) of the query's block; AVX2: maddubs of |k| with q
+   carrying k's sign, then madd (no int16 saturation: |k| <= 128, |q| <= 127). Q4_0: the
+   nibbles are unsigned already (VPDPBUSD, or maddubs + madd: |pair| <= 2 * 15 * 127), seeded
+   with -8 * sum(q). Each lane gets the exact integer dot product of the block, so the two
+   variants agree bit for bit. A score is one chain over the blocks in order,
+   s = fma(float(i_b), dk_b * dq_b, s) from s = 0: the same operations for a (query, key)
+   whatever its lane, group and tile. */
+enum { FA8_K = 8, FA8_Q = 8, FA8_MAXB = 64 }; /* keys per register, queries per pass, d <= 2048 */
+
+MD_INLINE __m256i dpbusd_acc(__m256i acc, __m256i u, __m256i s) {
+    __asm__("%{vex%} vpdpbusd %2, %1, %0" : "+x"(acc) : "x"(u), "x"(s));
+    return acc;
+}
+
+MD_INLINE __m256i bcast_dword(const uint8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+}
+
+/* z[j]: 8 dwords of key j -> out[c] lane j = dword c of key j */
+MD_INLINE void dwords8x8_t(const __m256i z[8], __m256i out[8]) {
+    __m256i t[8], u[8];
+    CLB_UNROLL
+    for (int m = 0; m < 4; m++) { /* t[2m] = z2m[0] z2m+1[0] z2m[1] z2m+1[1] | the same of dwords 4, 5 */
+        t[2 * m] = _mm256_unpacklo_epi32(z[2 * m], z[2 * m + 1]);
+        t[2 * m + 1] = _mm256_unpackhi_epi32(z[2 * m], z[2 * m + 1]);
+    }
+    CLB_UNROLL
+    for (int h = 0; h < 2; h++) { /* u[4h + e]: keys 4h..4h+3 of dword e | dword e + 4 */
+        u[4 * h] = _mm256_unpacklo_epi64(t[4 * h], t[4 * h + 2]);
+        u[4 * h + 1] = _mm256_unpackhi_epi64(t[4 * h], t[4 * h + 2]);
+        u[4 * h + 2] = _mm256_unpacklo_epi64(t[4 * h + 1], t[4 * h + 3]);
+        u[4 * h + 3] = _mm256_unpackhi_epi64(t[4 * h + 1], t[4 * h + 3]);
+    }
+    CLB_UNROLL
+    for (int e = 0; e < 4; e++) {
+        out[e] = _mm256_permute2x128_si256(u[e], u[4 + e], 0x20);
+        out[e + 4] = _mm256_permute2x128_si256(u[e], u[4 + e], 0x31);
+    }
+}
+
+/* QT queries (their scales dq and seeds cq, fa8_query_blocks) against nj <= 8 keys from k
+   (lanes past nj repeat the last key; not stored) */
+MD_INLINE void fa8_tile(int64_t nb, const int QT, int nj, const uint8_t *q, uint64_t qs, const float *dq,
+                        const int32_t *cq, const uint8_t *k, uint64_t ks, float *s, int64_t ss,
+                        const int vnni, const int q4) {
+    const uint64_t bb = q4 ? sizeof(clb_block_q4_0) : sizeof(clb_block_q8_0);
+    uint64_t off[FA8_K];
+    for (int j = 0; j < FA8_K; j++) off[j] = (uint64_t)(j < nj ? j : nj - 1) * ks;
+    __m256 acc[FA8_Q];
+    _Pragma("GCC unroll 8") for (int a = 0; a < QT; a++) acc[a] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *kb = k + (uint64_t)b * bb;
+        __m256i z[8], kt[8], ak[8];
+        _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) z[j] = q4 ? unpack_nibbles(kb + off[j] + 2) : LD256(kb + off[j] + 2);
+        dwords8x8_t(z, kt);
+        _Pragma("GCC unroll 8") for (int c = 0; c < 8; c++)
+            ak[c] = q4 ? kt[c] : vnni ? _mm256_xor_si256(kt[c], _mm256_set1_epi8((char)0x80)) : _mm256_sign_epi8(kt[c], kt[c]);
+        uint16_t h[8];
+        _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) memcpy(&h[j], kb + off[j], 2);
+        const __m256 dk = _mm256_cvtph_ps(_mm_setr_epi16((short)h[0], (short)h[1], (short)h[2], (short)h[3], (short)h[4],
+                                                         (short)h[5], (short)h[6], (short)h[7]));
+        _Pragma("GCC unroll 8") for (int a = 0; a < QT; a++) {
+            const uint8_t *qa = q + (uint64_t)a * qs + (uint64_t)b * sizeof(clb_block_q8_0) + 2;
+            __m256i p0, p1; /* two chains (exact integers: their sum is the same) */
+            if (vnni) {
+                p0 = _mm256_set1_epi32(cq[a * FA8_MAXB + b]);
+                p1 = _mm256_setzero_si256();
+                _Pragma("GCC unroll 8") for (int c = 0; c < 8; c += 2) {
+                    p0 = dpbusd_acc(p0, ak[c], bcast_dword(qa + 4 * c));
+                    p1 = dpbusd_acc(p1, ak[c + 1], bcast_dword(qa + 4 * c + 4));
+                }
+            } else {
+                p0 = q4 ? _mm256_set1_epi32(cq[a * FA8_MAXB + b]) : _mm256_setzero_si256();
+                p1 = _mm256_setzero_si256();
+                _Pragma("GCC unroll 8") for (int c = 0; c < 8; c += 2) {
+                    const __m256i q0 = bcast_dword(qa + 4 * c), q1 = bcast_dword(qa + 4 * c + 4);
+                    const __m256i s0 = q4 ? q0 : _mm256_sign_epi8(q0, kt[c]);
+                    const __m256i s1 = q4 ? q1 : _mm256_sign_epi8(q1, kt[c + 1]);
+                    p0 = _mm256_add_epi32(p0, _mm256_madd_epi16(_mm256_maddubs_epi16(ak[c], s0), _mm256_set1_epi16(1)));
+                    p1 = _mm256_add_epi32(p1, _mm256_madd_epi16(_mm256_maddubs_epi16(ak[c + 1], s1), _mm256_set1_epi16(1)));
+                }
+            }
+            const __m256i p = _mm256_add_epi32(p0, p1);
+            acc[a] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(dk, _mm256_set1_ps(dq[a * FA8_MAXB + b])), acc[a]);
+        }
+    }
+    const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(nj), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    _Pragma("GCC unroll 8") for (int a = 0; a < QT; a++) _mm256_maskstore_ps(s + (int64_t)a * ss, m, acc[a]);
+}
+
+/* the query rows' block scales and their sums times -128 (Q8_0 keys, VNNI) or -8 (Q4_0
+   keys), [a * FA8_MAXB + b] */
+MD_INLINE void fa8_query_blocks(int64_t nb, int nr, const uint8_t *q, uint64_t qs, float *dq, int32_t *cq, const int vnni,
+                                const int q4) {
+    for (int a = 0; a < nr; a++) {
+        const clb_block_q8_0 *x = (const clb_block_q8_0 *)(q + (uint64_t)a * qs);
+        for (int64_t b = 0; b < nb; b++) {
+            dq[a * FA8_MAXB + b] = _cvtsh_ss(x[b].d);
+            if (vnni || q4) cq[a * FA8_MAXB + b] = (q4 ? -8 : -128) * hsum_epi32(sum_i8(LD256(x[b].qs)));
+        }
+    }
+}
+
+/* groups of FA8_Q query rows; a group's rows in tiles of 8, 4, 2 and 1 (the tile size does
+   not change a score) */
+MD_INLINE void fa_scores_blk_t(int64_t d, int nq, int nk, const void *q, uint64_t qs, const void *k, uint64_t ks,
+                               float *s, int64_t ss, const int vnni, const int q4) {
+    const int64_t nb = d / CLB_QK;
+    for (int j = 0; j < nk; j++) clb_fa_prefetch_row((const uint8_t *)k + (uint64_t)(j + CLB_FA_TK) * ks, ks); /* the next tile */
+    float dq[FA8_Q * FA8_MAXB];
+    int32_t cq[FA8_Q * FA8_MAXB];
+    for (int i = 0; i < nq; i += FA8_Q) {
+        const int nr = nq - i < FA8_Q ? nq - i : FA8_Q;
+        const uint8_t *qi = (const uint8_t *)q + (uint64_t)i * qs;
+        fa8_query_blocks(nb, nr, qi, qs, dq, cq, vnni, q4);
+        for (int j = 0; j < nk; j += FA8_K) {
+            const int nj = nk - j < FA8_K ? nk - j : FA8_K;
+            const uint8_t *kj = (const uint8_t *)k + (uint64_t)j * ks;
+            for (int a = 0; a < nr;) {
+                const int left = nr - a, o = a * FA8_MAXB;
+                float *sa = s + (int64_t)(i + a) * ss + j;
+                const uint8_t *qa = qi + (uint64_t)a * qs;
+                if (left >= 8) fa8_tile(nb, 8, nj, qa, qs, dq + o, cq + o, kj, ks, sa, ss, vnni, q4), a += 8;
+                else if (left >= 4) fa8_tile(nb, 4, nj, qa, qs, dq + o, cq + o, kj, ks, sa, ss, vnni, q4), a += 4;
+                else if (left >= 2) fa8_tile(nb, 2, nj, qa, qs, dq + o, cq + o, kj, ks, sa, ss, vnni, q4), a += 2;
+                else fa8_tile(nb, 1, nj, qa, qs, dq + o, cq + o, kj, ks, sa, ss, vnni, q4), a += 1;
+            }
+        }
+    }
+}
+
+#define FA8_SCORES(NAME, FALLBACK, VNNI, Q4)                                                                 \
+    static void NAME(int64_t d, int nq, int nk, const void *q, uint64_t qs, const void *k, uint64_t ks, float *s,  \
+                     int64_t ss) {                                                                                 \
+        if (d / CLB_QK > FA8_MAXB) FALLBACK(d, nq, nk, q, qs, k, ks, s, ss);                                       \
+        else fa_scores_blk_t(d, nq, nk, q, qs, k, ks, s, ss, VNNI, Q4);                                            \
+    }
+FA8_SCORES(fa_scores_q8_0_avx2, fa_scores_mdot_q8_0_avx2, 0, 0)
+FA8_SCORES(fa_scores_q8_0_vnni, fa_scores_mdot_q8_0_vnni, 1, 0)
+FA8_SCORES(fa_scores_q4_0_avx2, fa_scores_mdot_q4_0_avx2, 0, 1)
+FA8_SCORES(fa_scores_q4_0_vnni, fa_scores_mdot_q4_0_vnni, 1, 1)
+
+/* Values of 32-value blocks (Q8_0, Q4_0): the body's fa_vacc_q8_0 / fa_vacc_q4_0 (FA_VRB =
+   2 rows a pass, what 16 registers allow) dequantize each value row again for every pair of
+   query rows. Here a tile's rows are dequantized once, FAV_C columns at a time into
+   32 x FAV_C floats (16 KB, in L1), and fa_vacc_f32 runs on those for all query rows. The
+   same operations per element as the body's: each value d * q exactly (an 11-bit scale
+   times an integer of at most 8 bits), then one FMA chain over the keys in order. */
+enum { FAV_C = 128 };
+MD_INLINE void fa_vacc_blocks_deq(int64_t d, int nq, int nk, const float *p, int64_t ps, const void *v, uint64_t vs,
+                                  float *acc, int64_t as, const int q4) {
+    const uint8_t *vb = v;
+    const uint64_t bb = q4 ? sizeof(clb_block_q4_0) : sizeof(clb_block_q8_0);
+    float x[CLB_FA_TK * FAV_C] __attribute__((aligned(32)));
+    for (int j = 0; j < nk; j++) clb_fa_prefetch_row(vb + (uint64_t)(j + CLB_FA_TK) * vs, vs); /* the next tile */
+    for (int64_t c0 = 0; c0 < d; c0 += FAV_C) {
+        const int64_t w = d - c0 < FAV_C ? d - c0 : FAV_C; /* a multiple of 32 */
+        for (int j = 0; j < nk; j++) {
+            const uint8_t *row = vb + (uint64_t)j * vs + (uint64_t)(c0 / CLB_QK) * bb;
+            float *xj = x + (int64_t)j * w;
+            for (int64_t b = 0; b < w / CLB_QK; b++) {
+                const uint8_t *blk = row + (uint64_t)b * bb; /* the fp16 scale, then the quants */
+                uint16_t h;
+                memcpy(&h, blk, 2);
+                const __m256 dj = _mm256_set1_ps(_cvtsh_ss(h));
+                _Pragma("GCC unroll 4") for (int u = 0; u < 4; u++)
+                    _mm256_store_ps(xj + b * CLB_QK + u * 8,
+                                    _mm256_mul_ps(dj, q4 ? FA_LD_Q4(blk + 2, u) : FA_LD_I8(blk + 2 + u * 8)));
+            }
+        }
+        fa_vacc_f32_avx2(w, nq, nk, p, ps, x, (uint64_t)w * sizeof(float), acc + c0, as);
+    }
+}
+
+/* The shared loop pays off from 8 query rows (fabench: 8 rows 3.95 -> 3.6, 16 rows 4.0 ->
+   3.15 ns/pair) in groups of fa_vacc_f32's 4 rows: its rows past a multiple of 4 take a
+   one-accumulator path that is latency bound (2 rows 4.0 -> 12 ns/pair). So rows in groups
+   of 4 from 8 rows on go through it, the others through the body's loop: the same bits. */
+/* the body's loops kept out of line: inlined into the caller below they ran 15% slower */
+static __attribute__((noinline)) void fa_vacc_q8_0_body(int64_t d, int nq, int nk, const float *p, int64_t ps,
+                                                         const void *v, uint64_t vs, float *acc, int64_t as) {
+    fa_vacc_q8_0_avx2(d, nq, nk, p, ps, v, vs, acc, as);
+}
+static __attribute__((noinline)) void fa_vacc_q4_0_body(int64_t d, int nq, int nk, const float *p, int64_t ps,
+                                                         const void *v, uint64_t vs, float *acc, int64_t as) {
+    fa_vacc_q4_0_avx2(d, nq, nk, p, ps, v, vs, acc, as);
+}
+
+MD_INLINE void fa_vacc_blocks(int64_t d, int nq, int nk, const float *p, int64_t ps, const void *v, uint64_t vs,
+                              float *acc, int64_t as, const int q4) {
+    const int n4 = nq >= 8 ? nq / 4 * 4 : 0;
+    if (n4) fa_vacc_blocks_deq(d, n4, nk, p, ps, v, vs, acc, as, q4);
+    if (n4 == nq) return;
+    p += (int64_t)n4 * ps, acc += (int64_t)n4 * as;
+    if (q4) fa_vacc_q4_0_body(d, nq - n4, nk, p, ps, v, vs, acc, as);
+    else fa_vacc_q8_0_body(d, nq - n4, nk, p, ps, v, vs, acc, as);
+}
+
+static void fa_vacc_q8_0_deq_avx2(int64_t d, int nq, int nk, const float *p, int64_t ps, const void *v, uint64_t vs,
+                                  float *acc, int64_t as) {
+    fa_vacc_blocks(d, nq, nk, p, ps, v, vs, acc, as, 0);
+}
+
+static void fa_vacc_q4_0_deq_avx2(int64_t d, int nq, int nk, const float *p, int64_t ps, const void *v, uint64_t vs,
+                                  float *acc, int64_t as) {
+    fa_vacc_blocks(d, nq, nk, p, ps, v, vs, acc, as, 1);
+}
 
 void clb_kernels_fill_avx2_mdot(clb_kernels *k, clb_mdot_fn *mdot, bool vnni) {
     mdot[CLB_DT_Q4_0] = vnni ? mdot_q4_0_vnni : mdot_q4_0;
@@ -744,6 +959,8 @@ void clb_kernels_fill_avx2(clb_kernels *k) {
     k->quantize[CLB_DT_Q8_0] = quantize_q8_0;
     k->quantize[CLB_DT_Q8_K] = quantize_q8_k;
     fa_fill_avx2(k);
+    k->fa_vacc[CLB_DT_Q8_0] = fa_vacc_q8_0_deq_avx2;
+    k->fa_vacc[CLB_DT_Q4_0] = fa_vacc_q4_0_deq_avx2;
     /* Q4_0, Q8_0, Q4_K, IQ4_NL, MXFP4: the blocked kernels (clb_kernels_fill_avx2_mdot) */
 }
 

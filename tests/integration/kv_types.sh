@@ -13,7 +13,9 @@
 #   q4_0 (K and V)                rms_std <= 0.15, argmax >= 80 %
 # (a cache read with the wrong block layout, scale or type gives rms_std ~ 1). Also with the
 # portable kernels (COLIBRI_ISA=generic) for f16 and q8_0. The olmoe fixture's heads of 24
-# values are stored padded to a block of 32 in q8_0 / q4_0.
+# values are stored padded to a block of 32 in q8_0 / q4_0. The "default" rows take the
+# caller's COLIBRI_ISA when set (e.g. COLIBRI_ISA=avx2 to check that table end to end on a
+# machine whose best table is another).
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 . "$ROOT/tests/reference/it_lib.sh"
@@ -28,6 +30,7 @@ for fx in mixtral llama-dense qwen2moe olmoe; do
     colibri_run "$WORK/$fx.ref.ids" -m "$m" --tokens "$toks" -n 1 --batch 16 --threads 2 -fa off $F32KV \
         --dump-logits "$WORK/$fx.ref" || continue
     while read -r label isa k v fa bounds; do
+        [ "$isa" = default ] && isa=${COLIBRI_ISA:-default}
         # shellcheck disable=SC2086
         COLIBRI_ISA=$isa colibri_run "$WORK/$fx.got.ids" -m "$m" --tokens "$toks" -n 1 --batch 16 --threads 2 \
             -ctk "$k" -ctv "$v" -fa "$fa" --dump-logits "$WORK/$fx.got" || continue

@@ -43,7 +43,7 @@ static uint8_t *make_rows(int t, int64_t d, int n, uint64_t *row_bytes, float *o
 static void test_scores(void **state) {
     (void)state;
     const clb_kernels *g = clb_kernels_generic();
-    int checked = 0;
+    int checked = 0, vnni_checked = 0;
     for (size_t s = 0; s < ALEN(isas); s++) {
         const clb_kernels *k = clb_kernels_by_isa(isas[s]);
         if (!k) continue;
@@ -78,6 +78,18 @@ static void test_scores(void **state) {
                                              clb_dtype_name(t), (long long)d, nq, nk, i, j);
                                 checked++;
                             }
+                        /* the AVX2 table with and without VPDPBUSD: exact integer block products,
+                           so the same bits */
+                        const clb_kernels *vn = clb_kernels_by_isa("avx2+vnni");
+                        if (blocks && vn && !strcmp(isas[s], "avx2")) {
+                            float sv[32 * 32];
+                            vn->fa_scores[t](d, nq, nk, Q, qb, K, kb, sv, 32);
+                            for (int i = 0; i < nq; i++)
+                                if (memcmp(sv + i * 32, sc + i * 32, sizeof(float) * (size_t)nk))
+                                    fail_msg("%s d=%lld nq=%d nk=%d row %d: avx2 and avx2+vnni differ", clb_dtype_name(t),
+                                             (long long)d, nq, nk, i);
+                            vnni_checked++;
+                        }
                     }
                 free(K);
                 free(Q);
@@ -87,6 +99,7 @@ static void test_scores(void **state) {
         }
     }
     assert_true(checked > 10000);
+    if (clb_kernels_by_isa("avx2+vnni") && clb_kernels_by_isa("avx2")) assert_true(vnni_checked > 100);
 }
 
 static void test_vacc(void **state) {
@@ -107,6 +120,9 @@ static void test_vacc(void **state) {
                 float *vf = malloc(sizeof(float) * (size_t)(d * 32));
                 uint64_t vb;
                 uint8_t *V = make_rows(t, d, 32, &vb, vf);
+                float *deq = malloc(sizeof(float) * (size_t)(d * 32));
+                if (blocks)
+                    for (int j = 0; j < 32; j++) clb_dequantize_row_ref((clb_dtype)t, V + (uint64_t)j * vb, deq + j * d, d);
                 float p[32 * 32];
                 for (int i = 0; i < 32 * 32; i++) p[i] = i % 5 == 0 ? 0.0f : fabsf(rnd_f());
                 float *acc = malloc(sizeof(float) * (size_t)(32 * d)), *ref = malloc(sizeof(float) * (size_t)(32 * d));
@@ -138,7 +154,19 @@ static void test_vacc(void **state) {
                                          (long long)d, nq, nk, i);
                             checked++;
                         }
+                        /* values of 32-value blocks are d * q exactly, each one FMA chain over the keys
+                           (kernels.h): the same bits as the table's f32 loop on the dequantized rows,
+                           however the kernel shares the dequantizing among query rows */
+                        if (blocks) {
+                            memcpy(ref, init, sizeof(float) * (size_t)(32 * d));
+                            k->fa_vacc[CLB_DT_F32](d, nq, nk, p, 32, deq, sizeof(float) * (uint64_t)d, ref, d);
+                            for (int i = 0; i < nq; i++)
+                                if (memcmp(ref + i * d, acc + i * d, sizeof(float) * (size_t)d))
+                                    fail_msg("%s %s d=%lld nq=%d nk=%d: row %d differs from f32 values on the dequantized rows",
+                                             isas[s], clb_dtype_name(t), (long long)d, nq, nk, i);
+                        }
                     }
+                free(deq);
                 free(V);
                 free(vf);
                 free(acc);
