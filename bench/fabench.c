@@ -95,7 +95,7 @@ static void *run_job(void *arg) {
                         jb->sink += softmax_tile(k, w == 4, nr, d, s, w == 3 ? jb->scale : 1.0f, m, l, acc);
                     if (w == 1 || w == 4) /* keep the inputs bounded */
                         for (int r = 0; r < nr; r++) m[r] = -INFINITY, l[r] = 0;
-                    if (w == 2 || w == 3) k->fa_vacc[jb->t](d, nr, TK, s, TK, vh + (uint64_t)j * jb->krow, jb->krow, acc, d);
+                    if (w == 2 || w == 3) k->fa_vacc[jb->t](d, nr, TK, s, TK, vh + (uint64_t)j * jb->krow, jb->krow, acc, d, NULL);
                 }
             }
             pthread_barrier_wait(jb->bar);
