@@ -456,6 +456,23 @@ static void fa_chunk(const fa_task *t, const fa_tile *tl, int64_t c, const fa_wo
     }
 }
 
+/* ra[i] = ra[i] * x + pa[i] * y, 4 lanes at a time (GNU vectors: SSE2 / NEON at the base
+   ISA this file is built for), each lane the scalar loop's two products and their sum,
+   unfused: the same bits. The scalar loop, once per row and 256-key chunk, was 4 % of
+   decode's attention time at depth. */
+typedef float fa_v4 __attribute__((vector_size(16)));
+static void fa_axby(int n, float *ra, float x, const float *pa, float y) {
+    int i = 0;
+    for (; i + 4 <= n; i += 4) {
+        fa_v4 u, v;
+        memcpy(&u, ra + i, sizeof u);
+        memcpy(&v, pa + i, sizeof v);
+        u = u * x + v * y;
+        memcpy(ra + i, &u, sizeof u);
+    }
+    for (; i < n; i++) ra[i] = ra[i] * x + pa[i] * y;
+}
+
 /* running state R <- R merged with a chunk's P (rows of M) */
 static void fa_merge(int M, int hdv, float *rm, float *rl, float *racc, const float *pm, const float *pl,
                      const float *pacc) {
@@ -471,7 +488,7 @@ static void fa_merge(int M, int hdv, float *rm, float *rl, float *racc, const fl
         const float m = rm[r] > pm[r] ? rm[r] : pm[r], x = expf(rm[r] - m), y = expf(pm[r] - m);
         rl[r] = rl[r] * x + pl[r] * y;
         rm[r] = m;
-        for (int i = 0; i < hdv; i++) ra[i] = ra[i] * x + pa[i] * y;
+        fa_axby(hdv, ra, x, pa, y);
     }
 }
 
