@@ -27,6 +27,9 @@ static void help(void) {
          "                token per sequence (what a server's step does with N streams):\n"
          "                tok/s are the aggregate over the N, latencies per step\n"
          "  --moe-top-k K experts per token\n"
+         "  --depth-state FILE  with -d (one sequence): the depth's KV cache from FILE when it holds\n"
+         "                exactly those tokens (colibri_state_load), else filled as usual and then\n"
+         "                written to FILE: a deep -d is evaluated once for many runs\n"
          "  --random-decode  decode pseudo-random token ids (as llama-bench does) instead of\n"
          "                the greedy continuation: routing then varies from token to token\n"
          "  --json        one JSON object on stdout: prefill_tok_s, decode_tok_s, decode_p50_ms,\n"
@@ -79,6 +82,22 @@ static int cmp_d(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
+/* --depth-state: sequence 0 restored from path when it holds exactly the n tokens ids
+   (anything else: the sequence is emptied and the caller fills it) */
+static int depth_state_load(colibri_engine_t *e, const char *path, const int32_t *ids, long n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    fclose(f);
+    int ok = colibri_state_load(e, 0, path) == COLIBRI_OK && colibri_n_past(e) == (int32_t)n;
+    int32_t *got = ok ? malloc(sizeof(int32_t) * (size_t)n) : NULL;
+    size_t cnt = 0;
+    ok = ok && got && colibri_seq_tokens(e, 0, got, (size_t)n, &cnt) == COLIBRI_OK && cnt == (size_t)n &&
+         !memcmp(got, ids, sizeof(int32_t) * (size_t)n);
+    free(got);
+    if (!ok) colibri_reset(e);
+    return ok;
+}
+
 static double pct(double *v, int n, double q) {
     qsort(v, (size_t)n, sizeof *v, cmp_d);
     int i = (int)(q * (n - 1) + 0.5);
@@ -86,7 +105,7 @@ static double pct(double *v, int n, double q) {
 }
 
 int cmd_bench(int argc, char **argv) {
-    const char *model = NULL;
+    const char *model = NULL, *dstate = NULL;
     long np = 128, nn = 64, reps = 3, depth = 0, par = 1, v;
     int json = 0, rand_dec = 0;
     colibri_params p = colibri_params_default();
@@ -113,6 +132,7 @@ int cmd_bench(int argc, char **argv) {
         if (mo > 0) continue;
         if (!(val = cli_value(argc, argv, &i))) return 2;
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) model = val;
+        else if (!strcmp(a, "--depth-state")) dstate = val;
         else if (!strcmp(a, "-p")) {
             if (!cli_int(val, 0, 1 << 20, &np)) return cli_fail("-p: '%s' is not a count", val), 2;
         } else if (!strcmp(a, "-n")) {
@@ -136,6 +156,7 @@ int cmd_bench(int argc, char **argv) {
     }
     if (!model) return cli_fail("bench: no model given (-m MODEL)"), 2;
     if (np + nn == 0) return cli_fail("bench: nothing to measure (-p 0 and -n 0)"), 2;
+    if (dstate && (depth == 0 || par > 1)) return cli_fail("bench: --depth-state needs -d N and one sequence"), 2;
     p.max_seq_len = (int)(depth + np + nn + 1);
     p.n_batch = (int)(depth > 0 || np * par >= 512 ? 512 : np > 0 ? np * par : par);
     p.n_seq = (int)par;
@@ -175,9 +196,15 @@ int cmd_bench(int argc, char **argv) {
     int rc = 0, nl = 0, ns = 0;
     if (depth > 0) { /* the tokens already in the cache: once, untimed */
         double td = cli_now();
-        if (par > 1 ? fill_seqs(e, bt, prompt, plen, par, np + 1, depth) : colibri_eval(e, prompt + np + 1, (size_t)depth, NULL, 0))
+        if (dstate && depth_state_load(e, dstate, prompt + np + 1, depth)) {
+            if (!json) fprintf(stderr, "colibri: depth %ld loaded from %s in %.1f s\n", depth, dstate, cli_now() - td);
+        } else if (par > 1 ? fill_seqs(e, bt, prompt, plen, par, np + 1, depth) : colibri_eval(e, prompt + np + 1, (size_t)depth, NULL, 0)) {
             rc = cli_fail("%s", colibri_last_error());
-        if (!json) fprintf(stderr, "colibri: depth %ld filled in %.1f s\n", depth, cli_now() - td);
+        } else {
+            if (!json) fprintf(stderr, "colibri: depth %ld filled in %.1f s\n", depth, cli_now() - td);
+            if (dstate && colibri_state_save(e, 0, dstate))
+                fprintf(stderr, "colibri: cannot write %s: %s\n", dstate, colibri_last_error());
+        }
     }
     mem_acc macc = {0}; /* expert store figures of the decode phases */
     for (long r = 0; r < reps && !rc; r++) {

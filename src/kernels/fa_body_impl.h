@@ -101,12 +101,15 @@ FA_SCORES_FLOAT(fa_scores_f32, float, FA_LOAD, FA_ID_F32)
 FA_SCORES_FLOAT(fa_scores_f16, uint16_t, FA_LD_F16, clb_fp16_to_fp32)
 FA_SCORES_FLOAT(fa_scores_bf16, uint16_t, FA_LD_BF16, clb_bf16_to_fp32)
 
-/* ---- values: acc[i] += sum_j p[i][j] v_j ---- */
+/* ---- values: acc[i] = acc[i] * alpha[i] + sum_j p[i][j] v_j ---- */
+
+/* row r's accumulator factor (kernels.h fa_vacc): alpha[r], or 1 without alpha */
+#define FA_ALPHA(alpha, r) ((alpha) ? (alpha)[r] : 1.0f)
 
 /* float-like rows: a tile of up to FA_VR rows x FA_VC vectors stays in registers over all keys */
 #define FA_VACC_FLOAT(NAME, VT, LDV, VSCALAR)                                                              \
     static void FA_FN(NAME)(int64_t d, int nq, int nk, const float *p, int64_t ps, const void *vv,         \
-                            uint64_t vs, float *acc, int64_t as) {                                         \
+                            uint64_t vs, float *acc, int64_t as, const float *alpha) {                     \
         const uint8_t *vb = vv;                                                                            \
         const int64_t dv = d / FA_VL * FA_VL, cw = (int64_t)FA_VC * FA_VL;                                 \
         for (int i = 0; i < nq; i += FA_VR) {                                                              \
@@ -117,7 +120,8 @@ FA_SCORES_FLOAT(fa_scores_bf16, uint16_t, FA_LD_BF16, clb_bf16_to_fp32)
                     FA_V a[FA_VR][FA_VC];                                                                  \
                     _Pragma("GCC unroll 16") for (int r = 0; r < FA_VR; r++)                               \
                     _Pragma("GCC unroll 16") for (int u = 0; u < FA_VC; u++)                               \
-                        a[r][u] = FA_LOAD(acc + (int64_t)(i + r) * as + c0 + u * FA_VL);                    \
+                        a[r][u] = FA_MUL(FA_LOAD(acc + (int64_t)(i + r) * as + c0 + u * FA_VL),             \
+                                         FA_SET1(FA_ALPHA(alpha, i + r)));                                 \
                     for (int j = 0; j < nk; j++) {                                                         \
                         if (i == 0 && c0 == 0) clb_fa_prefetch_row(vb + (uint64_t)(j + CLB_FA_AHEAD) * vs, vs); \
                         const VT *vj = (const VT *)(vb + (uint64_t)j * vs) + c0;                           \
@@ -137,7 +141,7 @@ FA_SCORES_FLOAT(fa_scores_bf16, uint16_t, FA_LD_BF16, clb_bf16_to_fp32)
                 for (int r = 0; r < nr; r++)                                                               \
                     for (int u = 0; u < nv; u++) {                                                         \
                         float *ap = acc + (int64_t)(i + r) * as + c0 + u * FA_VL;                          \
-                        FA_V a1 = FA_LOAD(ap);                                                             \
+                        FA_V a1 = FA_MUL(FA_LOAD(ap), FA_SET1(FA_ALPHA(alpha, i + r)));                    \
                         for (int j = 0; j < nk; j++)                                                       \
                             a1 = FA_FMA(FA_SET1(p[(int64_t)(i + r) * ps + j]),                             \
                                         LDV((const VT *)(vb + (uint64_t)j * vs) + c0 + u * FA_VL), a1);     \
@@ -146,7 +150,7 @@ FA_SCORES_FLOAT(fa_scores_bf16, uint16_t, FA_LD_BF16, clb_bf16_to_fp32)
             }                                                                                              \
             for (int r = 0; r < nr; r++)                                                                   \
                 for (int64_t c = dv; c < d; c++) {                                                         \
-                    float a1 = acc[(int64_t)(i + r) * as + c];                                             \
+                    float a1 = acc[(int64_t)(i + r) * as + c] * FA_ALPHA(alpha, i + r);                    \
                     for (int j = 0; j < nk; j++)                                                           \
                         a1 += p[(int64_t)(i + r) * ps + j] * VSCALAR(((const VT *)(vb + (uint64_t)j * vs))[c]); \
                     acc[(int64_t)(i + r) * as + c] = a1;                                                   \
@@ -162,7 +166,7 @@ FA_VACC_FLOAT(fa_vacc_bf16, uint16_t, FA_LD_BF16, clb_bf16_to_fp32)
    scale times a small integer), then one FMA per row and value with p broadcast */
 #define FA_VACC_BLOCKS(NAME, BT, LDQ)                                                                      \
     static void FA_FN(NAME)(int64_t d, int nq, int nk, const float *p, int64_t ps, const void *vv,         \
-                            uint64_t vs, float *acc, int64_t as) {                                         \
+                            uint64_t vs, float *acc, int64_t as, const float *alpha) {                     \
         const uint8_t *vb = vv;                                                                            \
         enum { G = CLB_QK / FA_VL }; /* vectors per block */                                               \
         const int64_t nb = d / CLB_QK;                                                                     \
@@ -172,7 +176,9 @@ FA_VACC_FLOAT(fa_vacc_bf16, uint16_t, FA_LD_BF16, clb_bf16_to_fp32)
                 FA_V a[FA_VRB][G];                                                                         \
                 _Pragma("GCC unroll 16") for (int r = 0; r < FA_VRB; r++)                                  \
                 _Pragma("GCC unroll 16") for (int u = 0; u < G; u++)                                       \
-                    a[r][u] = r < nr ? FA_LOAD(acc + (int64_t)(i + r) * as + b * CLB_QK + u * FA_VL) : FA_ZERO(); \
+                    a[r][u] = r < nr ? FA_MUL(FA_LOAD(acc + (int64_t)(i + r) * as + b * CLB_QK + u * FA_VL),  \
+                                              FA_SET1(FA_ALPHA(alpha, i + r)))                             \
+                                     : FA_ZERO();                                                          \
                 for (int j = 0; j < nk; j++) {                                                             \
                     if (i == 0 && b == 0) clb_fa_prefetch_row(vb + (uint64_t)(j + CLB_FA_AHEAD) * vs, vs); \
                     const BT *blk = (const BT *)(vb + (uint64_t)j * vs) + b;                               \

@@ -331,7 +331,9 @@ static inline float ld_q4_0(const void *v, int64_t c) {
 }
 #define FA_VACC_GENERIC(NAME, LD)                                                                         \
     static void NAME(int64_t d, int nq, int nk, const float *p, int64_t ps, const void *v, uint64_t vs,   \
-                     float *acc, int64_t as) {                                                            \
+                     float *acc, int64_t as, const float *alpha) {                                        \
+        for (int i = 0; i < nq && alpha; i++)                                                             \
+            for (int64_t c = 0; c < d; c++) acc[(int64_t)i * as + c] *= alpha[i];                         \
         for (int j = 0; j < nk; j++) {                                                                    \
             const uint8_t *vj = (const uint8_t *)v + (uint64_t)j * vs;                                    \
             for (int i = 0; i < nq; i++) {                                                                \

@@ -83,8 +83,11 @@ typedef void (*clb_axpy_fn)(int64_t n, float a, const float *x, float *y);
  * fa_scores[t](d, nq, nk, q, qs, k, ks, s, ss): s[i * ss + j] = q_i . k_j for i < nq, j < nk;
  *   key rows of cache type t (ks bytes apart), query rows in clb_fa_query_type(t) (qs bytes
  *   apart). NULL when t is not a cache type.
- * fa_vacc[t](d, nq, nk, p, ps, v, vs, acc, as): acc[i * as + c] += sum over j < nk of
- *   p[i * ps + j] * v_j[c], for c < d, value rows of type t (vs bytes apart).
+ * fa_vacc[t](d, nq, nk, p, ps, v, vs, acc, as, alpha): acc[i * as + c] = acc[i * as + c] *
+ *   alpha[i] + sum over j < nk of p[i * ps + j] * v_j[c], for c < d, value rows of type t (vs
+ *   bytes apart); alpha NULL: factors of 1. The factor is the online softmax's rescale of a row
+ *   whose maximum grew, applied as the row is loaded (one multiply, the same bits as a pass of
+ *   its own before the sum) instead of a pass over the accumulators of its own.
  * fa_exp_sum(n, x, m): x[i] = exp(x[i] - m) (exactly 0 for x[i] = -inf), returns their sum;
  *   n is a multiple of 16 (the AVX-512 vector).
  * fa_softmax(nr, s, scale, m, mn, sum): the softmax step of nr full rows of CLB_FA_TK scores
@@ -98,7 +101,7 @@ typedef void (*clb_axpy_fn)(int64_t n, float a, const float *x, float *y);
 typedef void (*clb_fa_scores_fn)(int64_t d, int nq, int nk, const void *q, uint64_t qs, const void *k, uint64_t ks,
                                  float *s, int64_t ss);
 typedef void (*clb_fa_vacc_fn)(int64_t d, int nq, int nk, const float *p, int64_t ps, const void *v, uint64_t vs,
-                               float *acc, int64_t as);
+                               float *acc, int64_t as, const float *alpha);
 typedef float (*clb_fa_exp_sum_fn)(int64_t n, float *x, float m);
 typedef void (*clb_fa_softmax_fn)(int nr, float *s, float scale, const float *m, float *mn, float *sum);
 /* The format queries take against keys of cache type t: Q8_0 for Q8_0 / Q4_0 keys (integer

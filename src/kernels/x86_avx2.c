@@ -865,7 +865,7 @@ FA8_SCORES(fa_scores_q4_0_vnni, fa_scores_mdot_q4_0_vnni, 1, 1)
    times an integer of at most 8 bits), then one FMA chain over the keys in order. */
 enum { FAV_C = 128 };
 MD_INLINE void fa_vacc_blocks_deq(int64_t d, int nq, int nk, const float *p, int64_t ps, const void *v, uint64_t vs,
-                                  float *acc, int64_t as, const int q4) {
+                                  float *acc, int64_t as, const float *alpha, const int q4) {
     const uint8_t *vb = v;
     const uint64_t bb = q4 ? sizeof(clb_block_q4_0) : sizeof(clb_block_q8_0);
     float x[CLB_FA_TK * FAV_C] __attribute__((aligned(32)));
@@ -885,7 +885,7 @@ MD_INLINE void fa_vacc_blocks_deq(int64_t d, int nq, int nk, const float *p, int
                                     _mm256_mul_ps(dj, q4 ? FA_LD_Q4(blk + 2, u) : FA_LD_I8(blk + 2 + u * 8)));
             }
         }
-        fa_vacc_f32_avx2(w, nq, nk, p, ps, x, (uint64_t)w * sizeof(float), acc + c0, as);
+        fa_vacc_f32_avx2(w, nq, nk, p, ps, x, (uint64_t)w * sizeof(float), acc + c0, as, alpha); /* each column once */
     }
 }
 
@@ -895,32 +895,35 @@ MD_INLINE void fa_vacc_blocks_deq(int64_t d, int nq, int nk, const float *p, int
    of 4 from 8 rows on go through it, the others through the body's loop: the same bits. */
 /* the body's loops kept out of line: inlined into the caller below they ran 15% slower */
 static __attribute__((noinline)) void fa_vacc_q8_0_body(int64_t d, int nq, int nk, const float *p, int64_t ps,
-                                                         const void *v, uint64_t vs, float *acc, int64_t as) {
-    fa_vacc_q8_0_avx2(d, nq, nk, p, ps, v, vs, acc, as);
+                                                         const void *v, uint64_t vs, float *acc, int64_t as,
+                                                         const float *alpha) {
+    fa_vacc_q8_0_avx2(d, nq, nk, p, ps, v, vs, acc, as, alpha);
 }
 static __attribute__((noinline)) void fa_vacc_q4_0_body(int64_t d, int nq, int nk, const float *p, int64_t ps,
-                                                         const void *v, uint64_t vs, float *acc, int64_t as) {
-    fa_vacc_q4_0_avx2(d, nq, nk, p, ps, v, vs, acc, as);
+                                                         const void *v, uint64_t vs, float *acc, int64_t as,
+                                                         const float *alpha) {
+    fa_vacc_q4_0_avx2(d, nq, nk, p, ps, v, vs, acc, as, alpha);
 }
 
 MD_INLINE void fa_vacc_blocks(int64_t d, int nq, int nk, const float *p, int64_t ps, const void *v, uint64_t vs,
-                              float *acc, int64_t as, const int q4) {
+                              float *acc, int64_t as, const float *alpha, const int q4) {
     const int n4 = nq >= 8 ? nq / 4 * 4 : 0;
-    if (n4) fa_vacc_blocks_deq(d, n4, nk, p, ps, v, vs, acc, as, q4);
+    if (n4) fa_vacc_blocks_deq(d, n4, nk, p, ps, v, vs, acc, as, alpha, q4);
     if (n4 == nq) return;
     p += (int64_t)n4 * ps, acc += (int64_t)n4 * as;
-    if (q4) fa_vacc_q4_0_body(d, nq - n4, nk, p, ps, v, vs, acc, as);
-    else fa_vacc_q8_0_body(d, nq - n4, nk, p, ps, v, vs, acc, as);
+    if (alpha) alpha += n4;
+    if (q4) fa_vacc_q4_0_body(d, nq - n4, nk, p, ps, v, vs, acc, as, alpha);
+    else fa_vacc_q8_0_body(d, nq - n4, nk, p, ps, v, vs, acc, as, alpha);
 }
 
 static void fa_vacc_q8_0_deq_avx2(int64_t d, int nq, int nk, const float *p, int64_t ps, const void *v, uint64_t vs,
-                                  float *acc, int64_t as) {
-    fa_vacc_blocks(d, nq, nk, p, ps, v, vs, acc, as, 0);
+                                  float *acc, int64_t as, const float *alpha) {
+    fa_vacc_blocks(d, nq, nk, p, ps, v, vs, acc, as, alpha, 0);
 }
 
 static void fa_vacc_q4_0_deq_avx2(int64_t d, int nq, int nk, const float *p, int64_t ps, const void *v, uint64_t vs,
-                                  float *acc, int64_t as) {
-    fa_vacc_blocks(d, nq, nk, p, ps, v, vs, acc, as, 1);
+                                  float *acc, int64_t as, const float *alpha) {
+    fa_vacc_blocks(d, nq, nk, p, ps, v, vs, acc, as, alpha, 1);
 }
 
 void clb_kernels_fill_avx2_mdot(clb_kernels *k, clb_mdot_fn *mdot, bool vnni) {

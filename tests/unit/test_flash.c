@@ -125,6 +125,8 @@ static void test_vacc(void **state) {
                     for (int j = 0; j < 32; j++) clb_dequantize_row_ref((clb_dtype)t, V + (uint64_t)j * vb, deq + j * d, d);
                 float p[32 * 32];
                 for (int i = 0; i < 32 * 32; i++) p[i] = i % 5 == 0 ? 0.0f : fabsf(rnd_f());
+                float alpha[32];
+                for (int i = 0; i < 32; i++) alpha[i] = i % 3 == 0 ? 1.0f : fabsf(rnd_f());
                 float *acc = malloc(sizeof(float) * (size_t)(32 * d)), *ref = malloc(sizeof(float) * (size_t)(32 * d));
                 float *one = malloc(sizeof(float) * (size_t)d), *init = malloc(sizeof(float) * (size_t)(32 * d));
                 for (int64_t i = 0; i < 32 * d; i++) init[i] = rnd_f();
@@ -133,11 +135,13 @@ static void test_vacc(void **state) {
                         const int nq = nqs[a], nk = nks[b];
                         memcpy(acc, init, sizeof(float) * (size_t)(32 * d));
                         memcpy(ref, init, sizeof(float) * (size_t)(32 * d));
-                        k->fa_vacc[t](d, nq, nk, p, 32, V, vb, acc, d);
-                        g->fa_vacc[t](d, nq, nk, p, 32, V, vb, ref, d);
+                        /* the rescale factors of the online softmax on every other call */
+                        const float *al = (a + b) % 2 ? alpha : NULL;
+                        k->fa_vacc[t](d, nq, nk, p, 32, V, vb, acc, d, al);
+                        g->fa_vacc[t](d, nq, nk, p, 32, V, vb, ref, d, al);
                         for (int i = 0; i < nq; i++) {
                             for (int64_t c = 0; c < d; c++) {
-                                double mag = fabs(init[i * d + c]);
+                                double mag = fabs(init[i * d + c] * (al ? al[i] : 1.0f));
                                 for (int j = 0; j < nk; j++) mag += fabs((double)p[i * 32 + j] * vf[j * d + c]);
                                 if (fabs((double)acc[i * d + c] - ref[i * d + c]) > 2e-6 * mag + 1e-7)
                                     fail_msg("%s %s d=%lld nq=%d nk=%d (%d,%lld): %g vs %g", isas[s], clb_dtype_name(t),
@@ -147,8 +151,9 @@ static void test_vacc(void **state) {
                             /* the row alone, its keys in two calls: the same bits */
                             memcpy(one, init + i * d, sizeof(float) * (size_t)d);
                             const int half = nk / 2;
-                            if (half) k->fa_vacc[t](d, 1, half, p + i * 32, 32, V, vb, one, d);
-                            k->fa_vacc[t](d, 1, nk - half, p + i * 32 + half, 32, V + (uint64_t)half * vb, vb, one, d);
+                            if (half) k->fa_vacc[t](d, 1, half, p + i * 32, 32, V, vb, one, d, al ? al + i : NULL);
+                            k->fa_vacc[t](d, 1, nk - half, p + i * 32 + half, 32, V + (uint64_t)half * vb, vb, one, d,
+                                          al && !half ? al + i : NULL);
                             if (memcmp(one, acc + i * d, sizeof(float) * (size_t)d))
                                 fail_msg("%s %s d=%lld nq=%d nk=%d: row %d differs alone", isas[s], clb_dtype_name(t),
                                          (long long)d, nq, nk, i);
@@ -159,7 +164,7 @@ static void test_vacc(void **state) {
                            however the kernel shares the dequantizing among query rows */
                         if (blocks) {
                             memcpy(ref, init, sizeof(float) * (size_t)(32 * d));
-                            k->fa_vacc[CLB_DT_F32](d, nq, nk, p, 32, deq, sizeof(float) * (uint64_t)d, ref, d);
+                            k->fa_vacc[CLB_DT_F32](d, nq, nk, p, 32, deq, sizeof(float) * (uint64_t)d, ref, d, al);
                             for (int i = 0; i < nq; i++)
                                 if (memcmp(ref + i * d, acc + i * d, sizeof(float) * (size_t)d))
                                     fail_msg("%s %s d=%lld nq=%d nk=%d: row %d differs from f32 values on the dequantized rows",
