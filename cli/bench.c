@@ -27,9 +27,10 @@ static void help(void) {
          "                token per sequence (what a server's step does with N streams):\n"
          "                tok/s are the aggregate over the N, latencies per step\n"
          "  --moe-top-k K experts per token\n"
-         "  --depth-state FILE  with -d (one sequence): the depth's KV cache from FILE when it holds\n"
-         "                exactly those tokens (colibri_state_load), else filled as usual and then\n"
-         "                written to FILE: a deep -d is evaluated once for many runs\n"
+         "  --depth-state FILE  with -d (one sequence): the depth's KV cache from FILE (colibri_state_load);\n"
+         "                when FILE does not exist, filled as usual and then written to it: a deep -d\n"
+         "                is evaluated once for many runs. An existing FILE that is not this model's\n"
+         "                depth (another model, -d or -p, or not a state file) is an error, left as is\n"
          "  --random-decode  decode pseudo-random token ids (as llama-bench does) instead of\n"
          "                the greedy continuation: routing then varies from token to token\n"
          "  --json        one JSON object on stdout: prefill_tok_s, decode_tok_s, decode_p50_ms,\n"
@@ -82,20 +83,31 @@ static int cmp_d(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-/* --depth-state: sequence 0 restored from path when it holds exactly the n tokens ids
-   (anything else: the sequence is emptied and the caller fills it) */
+/* --depth-state: sequence 0 restored from path. 1: restored; 0: no such file (the caller
+   fills the depth and writes it there); -1: the file exists but does not hold exactly these
+   n token ids (not a state file, corrupt, another model or depth): an error, and the file is
+   left as it is (it may be anything the user named by mistake) */
 static int depth_state_load(colibri_engine_t *e, const char *path, const int32_t *ids, long n) {
     FILE *f = fopen(path, "rb");
     if (!f) return 0;
     fclose(f);
-    int ok = colibri_state_load(e, 0, path) == COLIBRI_OK && colibri_n_past(e) == (int32_t)n;
-    int32_t *got = ok ? malloc(sizeof(int32_t) * (size_t)n) : NULL;
-    size_t cnt = 0;
-    ok = ok && got && colibri_seq_tokens(e, 0, got, (size_t)n, &cnt) == COLIBRI_OK && cnt == (size_t)n &&
-         !memcmp(got, ids, sizeof(int32_t) * (size_t)n);
-    free(got);
-    if (!ok) colibri_reset(e);
-    return ok;
+    char why[256] = "";
+    if (colibri_state_load(e, 0, path) != COLIBRI_OK) {
+        snprintf(why, sizeof why, "%s", colibri_last_error());
+    } else {
+        int32_t *got = malloc(sizeof(int32_t) * (size_t)n);
+        size_t cnt = 0;
+        if (!got || colibri_n_past(e) != (int32_t)n || colibri_seq_tokens(e, 0, got, (size_t)n, &cnt) != COLIBRI_OK ||
+            cnt != (size_t)n || memcmp(got, ids, sizeof(int32_t) * (size_t)n))
+            snprintf(why, sizeof why, "it holds %d tokens, not bench's %ld of -d %ld", (int)colibri_n_past(e), n, n);
+        free(got);
+    }
+    if (!why[0]) return 1;
+    colibri_reset(e);
+    cli_fail("bench: --depth-state %s is not this model's saved depth (%s); it is left as it is: remove it or "
+             "name a new file",
+             path, why);
+    return -1;
 }
 
 static double pct(double *v, int n, double q) {
@@ -196,7 +208,10 @@ int cmd_bench(int argc, char **argv) {
     int rc = 0, nl = 0, ns = 0;
     if (depth > 0) { /* the tokens already in the cache: once, untimed */
         double td = cli_now();
-        if (dstate && depth_state_load(e, dstate, prompt + np + 1, depth)) {
+        const int loaded = dstate ? depth_state_load(e, dstate, prompt + np + 1, depth) : 0;
+        if (loaded < 0) {
+            rc = 1;
+        } else if (loaded) {
             if (!json) fprintf(stderr, "colibri: depth %ld loaded from %s in %.1f s\n", depth, dstate, cli_now() - td);
         } else if (par > 1 ? fill_seqs(e, bt, prompt, plen, par, np + 1, depth) : colibri_eval(e, prompt + np + 1, (size_t)depth, NULL, 0)) {
             rc = cli_fail("%s", colibri_last_error());

@@ -105,6 +105,24 @@ if "$COLIBRI" run -m "$WORK/good.colibri" --tokens 1,2,3,4,5 -n 20 --max-seq-len
 else
     fail "--no-context-shift: status $? ($(cat "$WORK/err"))"
 fi
+# bench --depth-state naming a file that is not this model's saved depth: an error, and the
+# file is left as it was (it may be anything: a model named by mistake)
+head -c 5000 /dev/urandom >"$WORK/notstate"
+cp "$WORK/notstate" "$WORK/notstate.orig"
+expect_fail "not a colibri state file" bench -m "$WORK/good.colibri" -p 0 -n 2 -d 4 --reps 1 --depth-state "$WORK/notstate"
+cmp -s "$WORK/notstate" "$WORK/notstate.orig" || fail "bench --depth-state changed a file that was not a state"
+cp "$WORK/good.colibri" "$WORK/model-copy.colibri"
+expect_fail "not this model's saved depth" bench -m "$WORK/good.colibri" -p 0 -n 2 -d 4 --reps 1 --depth-state "$WORK/model-copy.colibri"
+cmp -s "$WORK/model-copy.colibri" "$WORK/good.colibri" || fail "bench --depth-state overwrote a model file"
+rm -f "$WORK/depth.state"
+if "$COLIBRI" bench -m "$WORK/good.colibri" -p 0 -n 2 -d 4 --reps 1 --depth-state "$WORK/depth.state" >/dev/null 2>"$WORK/err" &&
+    [ -s "$WORK/depth.state" ] &&
+    "$COLIBRI" bench -m "$WORK/good.colibri" -p 0 -n 2 -d 4 --reps 1 --depth-state "$WORK/depth.state" >/dev/null 2>"$WORK/err"; then
+    grep -q "loaded from" "$WORK/err" || fail "bench --depth-state: the saved depth was not loaded: $(cat "$WORK/err")"
+    expect_fail "not this model's saved depth" bench -m "$WORK/good.colibri" -p 0 -n 2 -d 3 --reps 1 --depth-state "$WORK/depth.state"
+else
+    fail "bench --depth-state round trip: $(cat "$WORK/err")"
+fi
 # wrong arguments
 expect_fail "unknown option" run -m "$WORK/good.colibri" --tokens 1 --frobnicate
 expect_fail "not a count" run -m "$WORK/good.colibri" --tokens 1 -n abc
