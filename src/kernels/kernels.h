@@ -132,7 +132,8 @@ typedef struct clb_kernels {
  * in-place permutation inside each group (same bytes per group; rows past the last full
  * group are left as they are), done once when the weights are placed in memory
  * (moe/expert_store.c). Layouts (per block b of a group, block stride 16 x block bytes):
- *   Q4_0: 16 fp16 scales, then for g = 0..3 the bytes qs[4g..4g+3] of rows 0..15;
+ *   Q4_0, IQ4_NL: 16 fp16 scales, then for g = 0..3 the bytes qs[4g..4g+3] of rows 0..15;
+ *   MXFP4: the same with the 16 E8M0 exponent bytes in place of the fp16 scales;
  *   Q8_0: 16 fp16 scales, then for k = 0..7 the bytes qs[4k..4k+3] ^ 0x80 of rows 0..15.
  * Products on packed rows read the extras clb_mm_convert writes after each Q8_0 activation
  * row: per block its scale as f32, -8 * sum(q) and -128 * sum(q) (int32). */

@@ -10,7 +10,9 @@ static int64_t pack_block(int dtype) { return dtype == CLB_DT_Q4_K ? CLB_QK_K : 
 
 bool clb_pack_layout_known(int dtype, int64_t cols) {
     const int64_t bs = pack_block(dtype);
-    return (dtype == CLB_DT_Q4_0 || dtype == CLB_DT_Q8_0 || dtype == CLB_DT_Q4_K) && cols > 0 && cols % bs == 0 &&
+    return (dtype == CLB_DT_Q4_0 || dtype == CLB_DT_Q8_0 || dtype == CLB_DT_Q4_K || dtype == CLB_DT_IQ4_NL ||
+            dtype == CLB_DT_MXFP4) &&
+           cols > 0 && cols % bs == 0 &&
            cols <= CLB_PACK_MAX_COLS;
 }
 
@@ -24,15 +26,19 @@ static inline uint32_t ld32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); re
 static inline void st32(uint8_t *p, uint32_t v) { memcpy(p, &v, 4); }
 
 /* One group, row-major rows (rb bytes apart) at rm -> packed at pk, or back (to_packed
-   false), 4-byte words at a time. Q4_0/Q8_0 (kernels.h): per block 16 fp16 scales, then
+   false), 4-byte words at a time. Q4_0/IQ4_NL/Q8_0/MXFP4 (kernels.h): per block 16 scales, then
    word c of rows 0..15 for each c (Q8_0 words with every byte + 128, xor 0x80). Q4_K
    (x86_avx512.c): per super-block word c = 0..35 of rows 0..15 (d|dmin, the three scale
    words, the 32 quant words). */
 static void permute_group(int dtype, int64_t nb, uint64_t rb, uint8_t *rm, uint8_t *pk, bool to_packed) {
     const int q8 = dtype == CLB_DT_Q8_0, qk = dtype == CLB_DT_Q4_K;
-    const uint64_t bb = qk ? sizeof(clb_block_q4_k) : q8 ? sizeof(clb_block_q8_0) : sizeof(clb_block_q4_0);
+    const int mx = dtype == CLB_DT_MXFP4;
+    const uint64_t bb = qk   ? sizeof(clb_block_q4_k)
+                        : q8 ? sizeof(clb_block_q8_0)
+                        : mx ? sizeof(clb_block_mxfp4)
+                             : sizeof(clb_block_q4_0); /* = IQ4_NL's */
     const int words = qk ? 36 : q8 ? 8 : 4;
-    const uint64_t head = qk ? 0 : 2; /* bytes of the fp16 scale before the words */
+    const uint64_t head = qk ? 0 : mx ? 1 : 2; /* bytes of the scale (fp16, E8M0) before the words */
     const uint32_t flip = q8 ? 0x80808080u : 0;
     for (int r = 0; r < CLB_PACK_ROWS; r++) {
         uint8_t *row = rm + (uint64_t)r * rb;

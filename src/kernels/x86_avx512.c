@@ -113,16 +113,19 @@ static const uint8_t mx_idx[64] = {
     7,  8,  9,  10, 11, 12, 13, 14, 15, 16, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29,
     30, 31, 32, 33, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33};
 
-/* the two E8M0 exponents of an MXFP4 pair (bytes 0 and 17 of raw) as the float lanes
-   2^(e - 128) (clb_e8m0_to_fp32_half: the codebook holds twice the E2M1 values), 8 each */
-MD_INLINE __m512 mx_scale_lanes(__m512i raw) {
-    const __m512i e = _mm512_maskz_permutexvar_epi8(0x1111111111111111ull,
-                                                     _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 17, 17, 17, 17, 17, 17, 17, 17),
-                                                     raw);
+/* int32 lanes of E8M0 exponents e as the float lanes 2^(e - 128) (clb_e8m0_to_fp32_half:
+   the codebook holds twice the E2M1 values) */
+MD_INLINE __m512 e8m0_lanes(__m512i e) {
     const __mmask16 normal = _mm512_cmpge_epi32_mask(e, _mm512_set1_epi32(2));
     const __m512i sub = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
     const __m512i nrm = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
     return _mm512_castsi512_ps(_mm512_mask_blend_epi32(normal, sub, nrm));
+}
+
+/* the two exponents of an MXFP4 pair (bytes 0 and 17 of raw), 8 lanes each */
+MD_INLINE __m512 mx_scale_lanes(__m512i raw) {
+    return e8m0_lanes(_mm512_maskz_permutexvar_epi8(
+        0x1111111111111111ull, _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 17, 17, 17, 17, 17, 17, 17, 17), raw));
 }
 
 /* VPERMW indices: word 0 for lanes 0-7, word `second` (the second block's scale) for 8-15 */
@@ -294,12 +297,19 @@ MD_INLINE void rm_dwords8(const uint8_t *p, uint64_t rs, __m512i out[8], const c
 }
 
 /* PK: the weights are in the packed layout (group stride ws unused); else a row-major
-   group with rows ws bytes apart. */
-MD_INLINE void ptile(int64_t nb, const int T, const int Q8, const int PK, const uint8_t *w, uint64_t ws,
+   group with rows ws bytes apart. kind: K_Q4_0, K_Q8_0, or a 4-bit codebook (K_IQ4_NL,
+   K_MXFP4: Q4_0's nibble layout, then VPSHUFB to the codebook value + 128, as unsigned
+   bytes against the token's signed quants, seeded like Q8_0 with -128 * sum(q)). */
+MD_INLINE void ptile(int64_t nb, const int T, const int kind, const int PK, const uint8_t *w, uint64_t ws,
                      const uint8_t *x, uint64_t xs, float *y, int64_t ys) {
     const uint64_t xoff = clb_q8x_offset(nb * CLB_QK);
-    const uint64_t bbytes = Q8 ? sizeof(clb_block_q8_0) : sizeof(clb_block_q4_0), bstride = 16 * bbytes;
+    const int Q8 = kind == K_Q8_0, MX = kind == K_MXFP4, CB = kind == K_IQ4_NL || MX;
+    const uint64_t bbytes = Q8 ? sizeof(clb_block_q8_0) : MX ? sizeof(clb_block_mxfp4) : sizeof(clb_block_q4_0);
+    const uint64_t bstride = 16 * bbytes, head = MX ? 1 : 2; /* bytes of a row's block scale */
     const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const __m512i lut = _mm512_xor_si512( /* the codebook + 128 (unused for Q4_0 / Q8_0) */
+        _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(MX ? clb_kvalues_mxfp4 : clb_kvalues_iq4nl))),
+        _mm512_set1_epi8((char)0x80));
     const __m512i rows = _mm512_mullo_epi32(IDX16(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                                             _mm512_set1_epi32((int)(PK ? 0 : ws)));
     __m512 acc[8];
@@ -311,31 +321,31 @@ MD_INLINE void ptile(int64_t nb, const int T, const int Q8, const int PK, const 
         if (PK) {
             const uint8_t *wb = w + (uint64_t)b * bstride;
             for (uint64_t o = 0; o < bstride; o += 64) _mm_prefetch((const char *)(wb + PK_PREFETCH + o), _MM_HINT_T0);
-            dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)wb));
-            if (Q8) {
-                UNROLL
-                for (int k = 0; k < 8; k++) q[k] = _mm512_loadu_si512(wb + 32 + 64 * k);
-            } else {
-                UNROLL
-                for (int g = 0; g < 4; g++) q[g] = _mm512_loadu_si512(wb + 32 + 64 * g);
-            }
+            dw = MX ? e8m0_lanes(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)wb)))
+                    : _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)wb));
+            UNROLL_8
+            for (int k = 0; k < 8; k++)
+                if (Q8 || k < 4) q[k] = _mm512_loadu_si512(wb + 16 * head + 64 * k);
         } else {
             const uint8_t *wb = w + (uint64_t)b * bbytes;
             if ((b & 3) == 0) /* 16 row streams: fetch each row's next lines ahead of use */
                 UNROLL
                 for (int r = 0; r < 16; r++) _mm_prefetch((const char *)(wb + (uint64_t)r * ws + RM_PREFETCH), _MM_HINT_T0);
-            /* the 16 scales: a dword gathered at each row's block, its low half */
-            dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_i32gather_epi32(rows, wb, 1)));
+            /* the 16 scales: a dword gathered at each row's block, its low half (byte) */
+            const __m512i sc = _mm512_i32gather_epi32(rows, wb, 1);
+            dw = MX ? e8m0_lanes(_mm512_and_si512(sc, _mm512_set1_epi32(0xFF)))
+                    : _mm512_cvtph_ps(_mm512_cvtepi32_epi16(sc));
             if (Q8)
                 rm_dwords8(wb + 2, ws, q, (char)0x80);
             else
-                rm_q4_0(wb + 2, ws, q);
+                rm_q4_0(wb + head, ws, q);
         }
         if (!Q8) {
             UNROLL
             for (int g = 3; g >= 0; g--) {
                 q[g + 4] = _mm512_and_si512(_mm512_srli_epi16(q[g], 4), m4);
                 q[g] = _mm512_and_si512(q[g], m4);
+                if (CB) q[g + 4] = _mm512_shuffle_epi8(lut, q[g + 4]), q[g] = _mm512_shuffle_epi8(lut, q[g]);
             }
         }
         UNROLL
@@ -344,7 +354,7 @@ MD_INLINE void ptile(int64_t nb, const int T, const int Q8, const int PK, const 
             const uint8_t *ex = x + (uint64_t)t * xs + xoff;
             int32_t corr, x4[8];
             float dx;
-            memcpy(&corr, ex + 4 * (uint64_t)((Q8 ? 2 : 1) * nb + b), 4);
+            memcpy(&corr, ex + 4 * (uint64_t)((kind == K_Q4_0 ? 1 : 2) * nb + b), 4);
             memcpy(&dx, ex + 4 * (uint64_t)b, 4);
             memcpy(x4, xb, 32);
             __m512i a0 = _mm512_set1_epi32(corr), a1 = _mm512_setzero_si512();
@@ -360,8 +370,6 @@ MD_INLINE void ptile(int64_t nb, const int T, const int Q8, const int PK, const 
     UNROLL
     for (int t = 0; t < T; t++) _mm512_storeu_ps(y + (int64_t)t * ys, acc[t]);
 }
-
-
 
 /* ---- Q4_K on packed rows ------------------------------------------------------------ *
  * Packed super-block (16 rows, 2304 bytes = 16 x 144): the dwords (d | dmin << 16) of rows
@@ -455,16 +463,24 @@ MD_INLINE void ptile_q4k(int64_t nsb, const int T, const int PK, const uint8_t *
     for (int t = 0; t < T; t++) _mm512_storeu_ps(y + (int64_t)t * ys, acc[t]);
 }
 
-#define PT_Q4_0(nb, T, ...) ptile(nb, T, 0, 1, __VA_ARGS__)
-#define PT_Q8_0(nb, T, ...) ptile(nb, T, 1, 1, __VA_ARGS__)
-#define RT_Q4_0(nb, T, ...) ptile(nb, T, 0, 0, __VA_ARGS__)
-#define RT_Q8_0(nb, T, ...) ptile(nb, T, 1, 0, __VA_ARGS__)
+#define PT_Q4_0(nb, T, ...) ptile(nb, T, K_Q4_0, 1, __VA_ARGS__)
+#define PT_Q8_0(nb, T, ...) ptile(nb, T, K_Q8_0, 1, __VA_ARGS__)
+#define PT_IQ4_NL(nb, T, ...) ptile(nb, T, K_IQ4_NL, 1, __VA_ARGS__)
+#define PT_MXFP4(nb, T, ...) ptile(nb, T, K_MXFP4, 1, __VA_ARGS__)
+#define RT_Q4_0(nb, T, ...) ptile(nb, T, K_Q4_0, 0, __VA_ARGS__)
+#define RT_Q8_0(nb, T, ...) ptile(nb, T, K_Q8_0, 0, __VA_ARGS__)
+#define RT_IQ4_NL(nb, T, ...) ptile(nb, T, K_IQ4_NL, 0, __VA_ARGS__)
+#define RT_MXFP4(nb, T, ...) ptile(nb, T, K_MXFP4, 0, __VA_ARGS__)
 #define PT_Q4_K(nb, T, ...) ptile_q4k(nb, T, 1, __VA_ARGS__)
 #define RT_Q4_K(nb, T, ...) ptile_q4k(nb, T, 0, __VA_ARGS__)
 CLB_DEFINE_PGEMM(pgemm512_q4_0, CLB_QK, 4, PT_Q4_0)
 CLB_DEFINE_PGEMM(pgemm512_q8_0, CLB_QK, 4, PT_Q8_0)
 CLB_DEFINE_PGEMM(rgemm512_q4_0, CLB_QK, 4, RT_Q4_0)
 CLB_DEFINE_PGEMM(rgemm512_q8_0, CLB_QK, 4, RT_Q8_0)
+CLB_DEFINE_PGEMM(pgemm512_iq4_nl, CLB_QK, 4, PT_IQ4_NL)
+CLB_DEFINE_PGEMM(rgemm512_iq4_nl, CLB_QK, 4, RT_IQ4_NL)
+CLB_DEFINE_PGEMM(pgemm512_mxfp4, CLB_QK, 4, PT_MXFP4)
+CLB_DEFINE_PGEMM(rgemm512_mxfp4, CLB_QK, 4, RT_MXFP4)
 CLB_DEFINE_PGEMM(pgemm512_q4_k, CLB_QK_K, 4, PT_Q4_K)
 CLB_DEFINE_PGEMM(rgemm512_q4_k, CLB_QK_K, 4, RT_Q4_K)
 
@@ -603,6 +619,10 @@ void clb_kernels_fill_avx512_mdot(clb_kernels *k, clb_mdot_fn *mdot, clb_pgemm_f
     rgemm[CLB_DT_Q8_0] = rgemm512_q8_0;
     pgemm[CLB_DT_Q4_K] = pgemm512_q4_k;
     rgemm[CLB_DT_Q4_K] = rgemm512_q4_k;
+    pgemm[CLB_DT_IQ4_NL] = pgemm512_iq4_nl;
+    rgemm[CLB_DT_IQ4_NL] = rgemm512_iq4_nl;
+    pgemm[CLB_DT_MXFP4] = pgemm512_mxfp4;
+    rgemm[CLB_DT_MXFP4] = rgemm512_mxfp4;
     mdot[CLB_DT_Q4_0] = mdot512_q4_0;
     mdot[CLB_DT_Q8_0] = mdot512_q8_0;
     k->vec_dot[CLB_DT_Q4_0] = mdot512_q4_0_1;

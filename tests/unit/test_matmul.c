@@ -252,7 +252,7 @@ static void test_ffn_swiglu(void **state) {
 
 /* ---- packed rows ---- */
 
-static const clb_dtype packable[] = {CLB_DT_Q4_0, CLB_DT_Q8_0, CLB_DT_Q4_K};
+static const clb_dtype packable[] = {CLB_DT_Q4_0, CLB_DT_Q8_0, CLB_DT_Q4_K, CLB_DT_IQ4_NL, CLB_DT_MXFP4};
 
 /* pack + unpack restores every byte; rows past the last full group are untouched */
 static void test_pack_round_trip(void **state) {
