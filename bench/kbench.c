@@ -1,11 +1,13 @@
 /* kbench.c — micro-benchmarks of the compute kernels and the thread pool (internal API).
  *
- *   bench/kbench [--isa NAME] [--cols 4096] [--rows 1024] [--tok 1] [--threads 2]
+ *   bench/kbench [--isa NAME] [--cols 4096] [--rows 1024] [--tok 1] [--threads 2] [--packed]
  *
  * For each weight type: the single-row dot product (vec_dot) on a cache-resident matrix
  * (compute bound: ns per 32-weight block) and on a matrix much larger than the caches
  * (memory bound: GB/s of weights), and the parallel matrix product clb_matmul at n_tok
- * tokens. Then the pool's cost per dispatch of an empty task (µs). */
+ * tokens. With --packed the matrix products run on weights interleaved as the loader places
+ * them for the table's packed kernels (the types it packs; others as they are). Then the
+ * pool's cost per dispatch of an empty task (µs). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,15 +47,16 @@ static void noop(void *ctx, int ith, int nth) {
 int main(int argc, char **argv) {
     const char *isa = NULL;
     int64_t cols = 4096, rows = 1024;
-    int threads = 2, tok = 1;
+    int threads = 2, tok = 1, packed = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--isa") && i + 1 < argc) isa = argv[++i];
         else if (!strcmp(argv[i], "--cols") && i + 1 < argc) cols = atol(argv[++i]);
         else if (!strcmp(argv[i], "--rows") && i + 1 < argc) rows = atol(argv[++i]);
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--tok") && i + 1 < argc) tok = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--packed")) packed = 1;
         else {
-            fprintf(stderr, "usage: kbench [--isa NAME] [--cols N] [--rows N] [--tok N] [--threads N]\n");
+            fprintf(stderr, "usage: kbench [--isa NAME] [--cols N] [--rows N] [--tok N] [--threads N] [--packed]\n");
             return 2;
         }
     }
@@ -62,7 +65,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "kbench: bad arguments or ISA not available\n");
         return 2;
     }
-    printf("isa %s, cols %lld, threads %d\n", k->isa, (long long)cols, threads);
+    printf("isa %s, cols %lld, threads %d%s\n", k->isa, (long long)cols, threads, packed ? ", packed weights" : "");
     clb_pool *pool = clb_pool_create(threads);
     const int dts[] = {CLB_DT_Q4_0, CLB_DT_Q8_0, CLB_DT_Q4_K, CLB_DT_IQ4_NL, CLB_DT_MXFP4};
     float *x = malloc(sizeof(float) * (size_t)(cols * tok));
@@ -96,6 +99,12 @@ int main(int argc, char **argv) {
         W.cols = cols;
         W.row_bytes = rb;
         W.data = w;
+        if (packed && clb_kernels_pack_rows(k, dt, cols, big_rows) > 0) {
+            void *scratch = malloc(clb_pack_scratch_bytes(dt, cols));
+            W.packed_rows = clb_pack_rows(dt, cols, big_rows, w, scratch);
+            W.interleaved = true;
+            free(scratch);
+        }
         clb_mm_ctx mm = {.pool = pool, .k = k};
         mm.qbuf_bytes = clb_matmul_qbuf_bytes(cols, tok);
         mm.qbuf = clb_malloc(mm.qbuf_bytes);
@@ -109,14 +118,15 @@ int main(int argc, char **argv) {
         }
         const int64_t trows = big_rows / 16; /* batch: 32 MiB of weights */
         W.rows = trows;
+        W.packed_rows = W.packed_rows < trows ? W.packed_rows : trows;
         for (int rep = 0; rep < 3 && tok > 1; rep++) {
             double t0 = bench_now();
             clb_matmul(&mm, &W, x, cols, tok, yb, trows);
             double t = bench_now() - t0;
             if (t < mmt) mmt = t;
         }
-        printf("%-5s vec_dot %.2f ns/32 weights (%.1f GB/s/thread in cache) | matmul n_tok=1 %.1f GB/s",
-               ti->name, best * 1e9, (double)rb / (double)nb32 / best / 1e9, (double)rb * (double)big_rows / mm1 / 1e9);
+        printf("%-5s%s vec_dot %.2f ns/32 weights (%.1f GB/s/thread in cache) | matmul n_tok=1 %.1f GB/s",
+               ti->name, W.interleaved ? " (packed)" : "", best * 1e9, (double)rb / (double)nb32 / best / 1e9, (double)rb * (double)big_rows / mm1 / 1e9);
         if (tok > 1)
             printf(" | n_tok=%d %.1f tok/s per 1 GiB of weights (%.1f GMAC/s)", tok,
                    (double)tok / (mmt * (1073741824.0 / ((double)rb * (double)trows))),
