@@ -1,6 +1,6 @@
 #!/bin/sh
 # Runs every tests/integration/*.sh with COLIBRI (the CLI) and PYTHON set; each script exits
-# 0 on success. Prints "integration: N passed, M failed".
+# 0 on success. Prints each script's seconds, then "integration: N passed, M failed".
 pass=0; fail=0; failed=""
 export COLIBRI PYTHON BUILD
 TMPROOT=${TMPDIR:-/tmp}/colibri-it.$$
@@ -9,10 +9,11 @@ for t in tests/integration/*.sh; do
     [ -f "$t" ] || continue
     name=$(basename "$t" .sh)
     out="$TMPROOT/$name.log"
+    t0=$(date +%s)
     if WORK="$TMPROOT/$name" sh "$t" >"$out" 2>&1; then
-        pass=$((pass + 1)); echo "PASS $name"
+        pass=$((pass + 1)); echo "PASS $name ($(($(date +%s) - t0)) s)"
     else
-        fail=$((fail + 1)); failed="$failed $name"; echo "FAIL $name"
+        fail=$((fail + 1)); failed="$failed $name"; echo "FAIL $name ($(($(date +%s) - t0)) s)"
         # the lines that name the failed checks (they may lie above the tail), then the tail
         grep -n -i "fail\|error\|mismatch\|differ" "$out" | grep -v "^[0-9]*:ok\b" | head -30 | sed 's/^/    ! /'
         sed 's/^/    /' "$out" | tail -40

@@ -3,7 +3,9 @@
 # when set) and prints one summary line: "unit: N passed, M failed".
 pass=0; fail=0; failed=""
 for t in "$@"; do
+    t0=$(date +%s)
     if $RUNNER "$t"; then pass=$((pass + 1)); else fail=$((fail + 1)); failed="$failed $t"; fi
+    echo "($(basename "$t"): $(($(date +%s) - t0)) s)"
 done
 [ -n "$failed" ] && echo "failed test programs:$failed"
 echo "unit: $pass passed, $fail failed"
