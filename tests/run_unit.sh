@@ -1,6 +1,6 @@
 #!/bin/sh
 # Runs each cmocka unit-test binary given as an argument (under $RUNNER, e.g. qemu-aarch64,
-# when set) and prints one summary line: "unit: N passed, M failed".
+# when set), prints its seconds, then one summary line: "unit: N passed, M failed".
 pass=0; fail=0; failed=""
 for t in "$@"; do
     t0=$(date +%s)
