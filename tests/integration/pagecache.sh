@@ -1,4 +1,5 @@
 #!/bin/sh
+# integration: alone (it measures time, page-cache residency or RSS: no other script beside it)
 # A budgeted run keeps the page cache out of the way (docs/MEMORY.md, "Read path"): on a
 # generated Mixtral-shaped q4_0 GGUF (tools/gen_mixtral_gguf.py --small, 30 MB, ~27 MiB of
 # experts) evicted from the page cache first, `colibri run --mem-budget 28M` (a pool of 5

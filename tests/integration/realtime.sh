@@ -1,4 +1,5 @@
 #!/bin/sh
+# integration: alone (it measures time, page-cache residency or RSS: no other script beside it)
 # The real-time options (docs/REALTIME.md) through the CLI and the config file on the bundled
 # model: pinning, wait policies, mlock and SCHED_FIFO change nothing in the output (a refused
 # one is a one-line warning, not a failure); bad values are one-line errors; bench reports

@@ -1,4 +1,5 @@
 #!/bin/sh
+# integration: alone (it measures time, page-cache residency or RSS: no other script beside it)
 # colibri serve end to end: the official openai JavaScript client (chat and completions,
 # streamed and not, usage, stop strings, seeds, logprobs, 4 concurrent streams against the
 # same requests one at a time, abort), bad input over raw sockets, a bounded soak with the
