@@ -323,7 +323,6 @@ static const clb_arch_desc ARCHS[] = {
         .sparsemixer = true,
         .lm_head_bias_key = true,
         .longrope_mscale = true, /* PhimoeRotaryEmbedding */
-        .no_gguf = true, /* llama.cpp's phimoe files: not read (see docs/ARCHITECTURES.md) */
     },
     /* ---- JetMoE (jetmoe-8b): mixture of attention heads + MoE FFN ---- */
     {
@@ -436,15 +435,23 @@ void clb_arch_gguf_defaults(const clb_arch_desc *d, clb_hparams *hp) {
         hp->act_limit = 7.0f;
     }
     hp->rope_yarn_exact = d->gguf_yarn_exact;
+    if (d->layer_norm) hp->norm_kind = CLB_NORM_LAYER;
+    /* a GGUF has no router_jitter_noise: PhimoeConfig's default, Phi-3.5-MoE's value */
+    if (d->sparsemixer) hp->router_jitter = 0.01f;
 }
 
 static int gguf_llama4(int window, int moe_step, clb_hparams *hp);
 
 int clb_arch_gguf_layers(const clb_arch_desc *d, int window, int moe_step, clb_hparams *hp) {
     if (d && d->llama4) return gguf_llama4(window, moe_step, hp);
-    if (!d || (d->swa != SWA_ALT && !d->sinks)) return COLIBRI_OK;
+    /* attention.sliding_window (0: none) on every layer where the HF family applies the
+       config's sliding_window to every layer (Mixtral's mask; llama.cpp's phimoe converter
+       writes the key, its llama converter does not) */
+    const bool all = d && d->swa == SWA_ALL && window > 0;
+    if (!d || (d->swa != SWA_ALT && !d->sinks && !all)) return COLIBRI_OK;
     if (!clb_hparams_attn_layers(hp)) return clb_err(COLIBRI_ERR_NOMEM, "out of memory");
     for (int l = 0; l < hp->n_layer; l++) {
+        if (all) hp->attn_layers[l].window = window;
         if (d->swa == SWA_ALT && l % 2 == 0) hp->attn_layers[l].window = window > 0 ? window : d->window_default;
         if (d->sinks) hp->attn_layers[l].sinks = true;
     }
@@ -1219,6 +1226,8 @@ int clb_hparams_validate(const clb_hparams *hp) {
           "config: router scoring %d unknown", hp->router_score);
     CHECK(hp->router_jitter >= 0 && hp->router_jitter <= 1e3f, "config: router_jitter %g out of range [0, 1000]",
           (double)hp->router_jitter);
+    CHECK(hp->router_score != CLB_SCORE_SPARSEMIXER || hp->n_expert_used == 2,
+          "config: sparsemixer routing takes 2 experts per token, not %d", hp->n_expert_used);
     if (hp->rope_scaling != CLB_ROPE_SCALING_NONE && hp->rope_scaling != CLB_ROPE_SCALING_FREQS)
         CHECK(hp->rope_factor > 0 && hp->rope_factor <= 1e6f, "config: rope scaling factor %g out of range (0, 1e6]",
               (double)hp->rope_factor);

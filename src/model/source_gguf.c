@@ -100,6 +100,56 @@ static int mla_split_lengths(const clb_gguf *g, const char *arch, clb_hparams *h
     return COLIBRI_OK;
 }
 
+/* LongRoPE as llama.cpp's Phi-3 / Phi-3.5-MoE converter writes it: no rope.scaling.type;
+   the short and long per-pair divisors as rope_factors_short.weight / rope_factors_long.weight
+   (F32, rope.dimension_count / 2 each), rope.scaling.original_context_length, and one
+   rope.scaling.attn_factor for both sets (absent: sqrt(1 + ln(factor) / ln(original)) for
+   factor = context_length / original, 1 when that is <= 1). A config's short_mscale /
+   long_mscale (Phi-3.5-MoE's 1.243) do not reach the file: the converter writes that
+   default instead, and the file's value is what runs. The two tensors are consumed here
+   (clb_source_open_gguf does not list them). */
+static const char *const LONGROPE_TENSORS[2] = {"rope_factors_short.weight", "rope_factors_long.weight"};
+
+static int gguf_longrope(const clb_gguf *g, const char *arch, clb_hparams *hp, const char *path) {
+    const clb_tensor *t[2] = {clb_gguf_find_tensor(g, LONGROPE_TENSORS[0]), clb_gguf_find_tensor(g, LONGROPE_TENSORS[1])};
+    if (!t[0] && !t[1]) return COLIBRI_OK;
+    if (!t[0] || !t[1])
+        return clb_err(COLIBRI_ERR_FORMAT, "%s: tensor '%s' without '%s' (LongRoPE needs both)", path,
+                       LONGROPE_TENSORS[t[0] ? 0 : 1], LONGROPE_TENSORS[t[0] ? 1 : 0]);
+    if (hp->rope_scaling != CLB_ROPE_SCALING_NONE)
+        return clb_err(COLIBRI_ERR_FORMAT, "%s: %s together with rope scaling type %d", path, LONGROPE_TENSORS[0],
+                       hp->rope_scaling);
+    const int half = hp->n_rot / 2;
+    for (int i = 0; i < 2; i++)
+        if (half < 1 || t[i]->dtype != CLB_DT_F32 || t[i]->n_dims != 1 || t[i]->shape[0] != half || !t[i]->data ||
+            t[i]->size != (uint64_t)half * sizeof(float))
+            return clb_err(COLIBRI_ERR_FORMAT, "%s: tensor '%s' must be %d F32 numbers (%s.rope.dimension_count / 2)",
+                           path, LONGROPE_TENSORS[i], half, arch);
+    int orig = 0;
+    if (!geti(g, arch, "rope.scaling.original_context_length", 0, &orig) || orig < 1)
+        return key_err ? key_err
+                       : clb_err(COLIBRI_ERR_FORMAT, "%s: LongRoPE factors without %s.rope.scaling.original_context_length",
+                                 path, arch);
+    const float factor = (float)hp->max_pos / (float)orig;
+    float att = 0;
+    getf(g, arch, "rope.scaling.attn_factor", 0.0f, &att);
+    if (att == 0) att = factor <= 1 ? 1.0f : sqrtf(1.0f + logf(factor) / logf((float)orig));
+    if (!(att > 0 && att <= 1e3f))
+        return clb_err(COLIBRI_ERR_FORMAT, "%s: %s.rope.scaling.attn_factor %g out of range (0, 1000]", path, arch,
+                       (double)att);
+    float *ext = clb_calloc((size_t)half * 2, sizeof(float));
+    if (!ext) return clb_err(COLIBRI_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < 2; i++) memcpy(ext + i * half, t[i]->data, (size_t)half * sizeof(float)); /* little-endian */
+    clb_free(hp->rope_ext);
+    hp->rope_ext = ext;
+    hp->rope_ext_n = half;
+    hp->rope_scaling = CLB_ROPE_SCALING_LONGROPE;
+    hp->rope_factor = factor;
+    hp->rope_orig_ctx = (float)orig;
+    hp->rope_short_mscale = hp->rope_long_mscale = att;
+    return COLIBRI_OK;
+}
+
 static int hparams_from_gguf(const clb_gguf *g, const char *arch, clb_hparams *hp, const char *path) {
     memset(hp, 0, sizeof *hp);
     key_err = 0;
@@ -164,6 +214,7 @@ static int hparams_from_gguf(const clb_gguf *g, const char *arch, clb_hparams *h
         hp->qk_norm = CLB_QKNORM_HEAD;
     hp->qkv_bias = has_tensor(g, "blk.%d.attn_q.bias", 0);
     hp->o_bias = has_tensor(g, "blk.%d.attn_output.bias", 0);
+    hp->out_bias = clb_gguf_find_tensor(g, "output.bias") != NULL; /* phimoe's lm_head_bias */
     int rc = COLIBRI_OK;
     if (hp->attn_kind == CLB_ATTN_MLA) {
         geti(g, arch, "attention.q_lora_rank", 0, &hp->q_lora_rank);
@@ -211,7 +262,7 @@ static int hparams_from_gguf(const clb_gguf *g, const char *arch, clb_hparams *h
         }
     }
     clb_free(rs);
-    if (rc) return rc;
+    if (rc || (rc = gguf_longrope(g, arch, hp, path))) return rc;
     /* Llama-3 rope scaling arrives as per-pair frequency divisors in rope_freqs.weight */
     if (clb_gguf_find_tensor(g, "rope_freqs.weight")) {
         if (hp->rope_scaling != CLB_ROPE_SCALING_NONE)
@@ -327,6 +378,9 @@ int clb_source_open_gguf(const char *path, clb_source *s) {
         const char *kind = stacked_kind(t->name);
         int L = parse_layer(t->name);
         if (L >= s->hp.n_layer && s->hp.n_nextn > 0) continue; /* a multi-token-prediction layer */
+        if (s->hp.rope_scaling == CLB_ROPE_SCALING_LONGROPE &&
+            (!strcmp(t->name, LONGROPE_TENSORS[0]) || !strcmp(t->name, LONGROPE_TENSORS[1])))
+            continue; /* held in the hyper-parameters (gguf_longrope) */
         if (strlen(t->name) >= sizeof s->tensors[0].name)
             return clb_err(COLIBRI_ERR_FORMAT, "%s: tensor name '%.40s...' too long", path, t->name);
         if (!kind) {

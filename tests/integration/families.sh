@@ -60,7 +60,7 @@ case_ llama4-cond --family llama4 --conditional --seed 42 --layers 4 --hidden 64
     --floor-scale 3 --attn-scale 0.5 --temp-tuning 4 --qk-norm 0 --attention-bias 0 --vocab 160 --max-pos 512 \
     --rope-scaling '{"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 64}'
 
-# Phi-3.5-MoE (HF directory only: colibri reads no phimoe GGUF): LayerNorm with biases,
+# Phi-3.5-MoE (its GGUF layout: gguf_families.sh): LayerNorm with biases,
 # q/k/v/o and LM head biases, sparsemixer top-2 (a wide router_jitter_noise, so that the
 # masked softmax mixes several experts, then the published 0.01), LongRoPE with short_mscale /
 # long_mscale. HF picks the short factors while the sequence stays within

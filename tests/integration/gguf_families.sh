@@ -83,7 +83,8 @@ case_() {
         models="$models $WORK/$name.colibri"
     fi
     for m in $models; do
-        colibri_run "$WORK/$name.ids" $F32KV -m "$m" --tokens "$toks" -n $NGEN --threads 2 --dump-logits "$WORK/$name.logits" || continue
+        colibri_run "$WORK/$name.ids" $F32KV -m "$m" --tokens "$toks" -n $NGEN --threads 2 --dump-logits "$WORK/$name.logits" \
+            ${CASE_RUN:-} || continue
         check "$PYTHON" "$REF/compare.py" logits "$WORK/$name.logits" "$WORK/$name.ref" --vocab "$vocab" \
             --max-rel-row "$TOL" --min-argmax 1 --label "$name ($(basename "$m")) vs hf_ref"
         check "$PYTHON" "$REF/compare.py" greedy "$WORK/$name.ids" "$WORK/$name.ref.ids" --label "$name greedy"
@@ -98,6 +99,43 @@ case_ mixtral --family mixtral --seed 30 --layers 2 --hidden 64 --heads 4 --kv-h
 case_ qwen3moe-yarn --family qwen3_moe --seed 31 --layers 2 --hidden 64 --heads 4 --kv-heads 2 --head-dim 16 \
     --experts 6 --top-k 2 --ff 32 --vocab 160 --max-pos 256 \
     --rope-scaling '{"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64}'
+
+# Phi-3.5-MoE from llama.cpp's phimoe layout, read with HF's semantics (LayerNorm with biases,
+# sparsemixer top-2, LongRoPE; llama.cpp itself runs RMSNorm and softmax routing on these
+# files): the cases of families.sh, LongRoPE's factors from rope_factors_short / _long.weight
+# and one rope.scaling.attn_factor for both sets (the reference runs on that attention factor
+# and router_jitter_noise 0.01, what the file can say); the short set (context 64 = original),
+# the long set with a sliding window of 8 on every layer (attention.sliding_window) and no
+# bias on the LM head, and a file without LongRoPE
+CASE_RUN="--max-seq-len 64"
+case_ phimoe-short --family phimoe --seed 51 --layers 3 --hidden 64 --heads 4 --kv-heads 2 --experts 6 \
+    --top-k 2 --ff 32 --router-jitter 0.3 --longrope-orig 64 --max-pos 256 --vocab 192
+CASE_RUN=
+case_ phimoe-long --family phimoe --seed 52 --layers 2 --hidden 64 --heads 4 --kv-heads 1 --experts 8 \
+    --top-k 2 --ff 48 --longrope-orig 16 --max-pos 512 --arch-name PhiMoEForCausalLM --lm-head-bias 0 --vocab 160 \
+    --sliding-window 8
+case_ phimoe-plain --family phimoe --seed 54 --layers 2 --hidden 64 --heads 4 --kv-heads 4 --experts 4 \
+    --top-k 2 --ff 32 --max-pos 128 --vocab 160
+# broken LongRoPE in a phimoe file: one line naming what is wrong
+for bad in "noshort:tensor 'rope_factors_long.weight' without 'rope_factors_short.weight'" \
+    "short3:tensor 'rope_factors_short.weight' must be 8 F32 numbers" \
+    "noorig:LongRoPE factors without phimoe.rope.scaling.original_context_length" \
+    "att0:phimoe.rope.scaling.attn_factor -1 out of range"; do
+    [ -f "$WORK/phimoe-long.gguf" ] || break
+    "$PYTHON" - "$REF" "$WORK/phimoe-long.gguf" "$WORK/bad.gguf" "${bad%%:*}" <<'EOF2'
+import sys
+sys.path.insert(0, sys.argv[1])
+import gguf_np as G
+kv, ty, t = G.read_typed(sys.argv[2])
+what, orig = sys.argv[4], "phimoe.rope.scaling.original_context_length"
+items = [(k, ty[k], -1.0 if what == "att0" and k.endswith("attn_factor") else kv[k])
+         for k in kv if not (what == "noorig" and k == orig)]
+ts = [(n, G.tensor_f32(x)[:3] if what == "short3" and n == "rope_factors_short.weight" else G.tensor_f32(x))
+      for n, x in t.items() if not (what == "noshort" and n == "rope_factors_short.weight")]
+G.write(sys.argv[3], items, ts)
+EOF2
+    expect_clean_error "${bad#*:}" run -m "$WORK/bad.gguf" --tokens 1,2 -n 1
+done
 
 # DeepSeek in today's llama.cpp layout (hf_to_gguf.py --mla-split: attn_k_b [H][rank][nope] and
 # attn_v_b [H][v][rank] instead of attn_kv_b, head_count_kv 1, key_length / value_length the
@@ -326,8 +364,8 @@ EOF2
 done
 
 # GGUF layouts colibri does not read are refused by name: SmallThinker's (llama.cpp's
-# "smallthinker") and Phi-3.5-MoE's (llama.cpp's "phimoe": RMSNorm and softmax routing)
-for arch in smallthinker phimoe; do
+# "smallthinker")
+for arch in smallthinker; do
     [ -f "$WORK/glm45.gguf" ] || break
     "$PYTHON" - "$REF" "$WORK/glm45.gguf" "$WORK/st.gguf" "$arch" <<'EOF2'
 import sys

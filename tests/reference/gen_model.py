@@ -257,7 +257,8 @@ def phimoe_config(a, c):
     c.update(intermediate_size=a.ff, num_local_experts=a.experts, num_experts_per_tok=a.top_k,
              router_jitter_noise=a.router_jitter, input_jitter_noise=0.01, attention_bias=True,
              lm_head_bias=bool(a.lm_head_bias), sliding_window=a.sliding_window or None,
-             output_router_logits=False, router_aux_loss_coef=0.0)
+             output_router_logits=False, router_aux_loss_coef=0.0,
+             original_max_position_embeddings=a.max_pos)  # the published config states it
     if a.longrope_orig:
         frng = np.random.default_rng(a.seed + 31)
         orig = a.longrope_orig

@@ -9,7 +9,8 @@ CLI (exit status 1 on a difference, figures printed):
   gguf_np.py colibri-bytes X.gguf Y.colibri
         every GGUF tensor's bytes equal the .colibri tensor of the same name; a stacked
         blk.L.ffn_{gate,up,down}_exps.weight is compared expert slice by expert slice with
-        blk.L.ffn_{gate,up,down}.E.weight
+        blk.L.ffn_{gate,up,down}.E.weight; LongRoPE's rope_factors_short / _long.weight equal
+        the halves of the .colibri config's rope_ext
 """
 import json
 import struct
@@ -217,9 +218,14 @@ GGUF_RENAME = {"glm4moe": {"post_attention_norm.weight": "ffn_norm.weight"},
                "gpt-oss": {"post_attention_norm.weight": "ffn_norm.weight"}}
 
 
+# LongRoPE factor tensors (llama.cpp's Phi-3 converter): colibri holds them in the config's
+# rope_ext, [short..., long...]
+_LONGROPE = {"rope_factors_short.weight": 0, "rope_factors_long.weight": 1}
+
+
 def _cli_colibri_bytes(gguf_path, col_path):
     kv, gt = read(gguf_path)
-    _, ct = read_colibri(col_path)
+    meta, ct = read_colibri(col_path)
     bad, n_dense, n_slices, nbytes = [], 0, 0, 0
     # what colibri's loader does with a family's own names (src/model/arch.c gguf_rename)
     # and its multi-token-prediction layers (<arch>.nextn_predict_layers, skipped)
@@ -248,6 +254,13 @@ def _cli_colibri_bytes(gguf_path, col_path):
                     bad.append(f"{cname}: shape {c['shape']} vs ne {t['ne'][:2]}")
                 n_slices += 1
                 nbytes += sl
+            continue
+        if name in _LONGROPE and name not in ct:
+            ext, half, i = meta["config"].get("rope_ext") or [], t["ne"][0], _LONGROPE[name]
+            if len(ext) != 2 * half or np.asarray(ext[i * half:(i + 1) * half], dtype="<f4").tobytes() != t["data"]:
+                bad.append(f"{name}: not the {('short', 'long')[i]} half of {col_path}'s rope_ext")
+            n_dense += 1
+            nbytes += len(t["data"])
             continue
         c = ct.get(name)
         if c is None:

@@ -26,6 +26,7 @@ c392e50 group-limited routing was silently dropped.
 | GraniteMoeForCausalLM | granitemoe | llama keys (head_dim ignored) + attention.scale, embedding_scale, residual_scale, logit_scale; input_linear split into ffn_gate_exps / ffn_up_exps, output_linear = ffn_down_exps; Q/K permuted |
 | Glm4MoeForCausalLM | glm4moe | as ik_llama.cpp's Glm4MoeModel: block_count = num_hidden_layers + num_nextn_predict_layers (the MTP layer kept, its own tensors as blk.L.nextn.*), nextn_predict_layers, rope.dimension_count = head_dim x partial_rotary_factor, expert_count / _feed_forward_length / _shared_count, leading_dense_block_count, expert_gating_func 2, expert_weights_scale / _norm; the FFN norm is post_attention_norm; exp_probs_b.bias |
 | Llama4ForCausalLM, Llama4ForConditionalGeneration | llama4 | as llama.cpp's Llama4Model (a LlamaModel with undo_permute off: Q/K rows as HF stores them): text_config merged over the top level, language_model. stripped, the vision tower skipped; feed_forward_length = intermediate_size_mlp, expert_feed_forward_length = intermediate_size, interleave_moe_layer_step, attention.sliding_window 0 when every layer_types entry is full_attention; gate_up_proj split into ffn_gate_exps / ffn_up_exps, *_shexp, dense ffn_*; llama3 rope scaling as rope_freqs.weight |
+| PhimoeForCausalLM, PhiMoEForCausalLM | phimoe | as llama.cpp's PhiMoeModel (Phi3MiniModel's keys, not the base class's): context_length, rope.scaling.original_context_length, rope.dimension_count = hidden / heads, attention.sliding_window (0 when none), expert_count / expert_used_count; Q/K not permuted; LayerNorm biases, q/k/v/o biases, output_norm.bias, output.bias; LongRoPE as rope_factors_long / rope_factors_short.weight + rope.scaling.attn_factor (the config's short_mscale / long_mscale and router_jitter_noise are not stored) |
 | Ernie4_5_MoeForCausalLM | ernie4_5-moe | as ik_llama.cpp's Ernie4_5MoeModel: expert_count = moe_num_experts, expert_used_count = moe_k, interleave_moe_layer_step, leading_dense_block_count = moe_layer_start_index, expert_shared_count, expert_shared_feed_forward_length = intermediate_size / num_key_value_heads; model.mtp_* skipped; moe_statics bias as exp_probs_b.bias |
 
 What a GGUF cannot carry: llama.cpp hard-codes some semantics per architecture (qwen2moe
@@ -76,6 +77,7 @@ ARCH = {
     "GraniteMoeForCausalLM": "granitemoe", "Glm4MoeForCausalLM": "glm4moe",
     "Ernie4_5_MoeForCausalLM": "ernie4_5-moe", "GptOssForCausalLM": "gpt-oss",
     "Llama4ForCausalLM": "llama4", "Llama4ForConditionalGeneration": "llama4",
+    "PhimoeForCausalLM": "phimoe", "PhiMoEForCausalLM": "phimoe",
 }
 
 # HF name (after "model.layers.N.") -> GGUF name (after "blk.N."); tensor_mapping.py facts
@@ -117,7 +119,7 @@ GLM_NAMES = {"post_attention_layernorm": "post_attention_norm", "eh_proj": "next
              "enorm": "nextn.enorm", "hnorm": "nextn.hnorm", "shared_head.norm": "nextn.shared_head_norm",
              "shared_head.head": "nextn.shared_head_head", "embed_tokens": "nextn.embed_tokens"}
 GLOBAL_NAMES = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight",
-                "lm_head.weight": "output.weight"}
+                "lm_head.weight": "output.weight", "model.norm.bias": "output_norm.bias", "lm_head.bias": "output.bias"}
 
 
 def note(msg):
@@ -383,6 +385,9 @@ def convert(hf_dir, name=None, split=False, split_type="f32"):
         if c.get("moe_layer_end_index", -1) not in (-1, c["num_hidden_layers"] - 1):
             note("ernie4_5-moe: moe_layer_end_index is not written (the layers' tensors say which are MoE)")
 
+    elif arch == "phimoe":
+        extra_phi = phimoe_params(kv, c, eff)
+
     if arch == "gpt-oss":
         return convert_gpt_oss(c, W, kv, eff)
 
@@ -391,6 +396,8 @@ def convert(hf_dir, name=None, split=False, split_type="f32"):
     extra = []
     if arch == "llama" and rope_type(c.get("rope_scaling")) == "llama3":
         extra.append(("rope_freqs.weight", llama3_rope_freqs(c)))
+    if arch == "phimoe":
+        extra += extra_phi
     experts = {}  # (layer, kind) -> {expert: array}
     for hf in sorted(W, key=_order):
         a = np.asarray(W[hf], dtype=np.float32)
@@ -450,6 +457,57 @@ def convert(hf_dir, name=None, split=False, split_type="f32"):
     add_vocab(kv, c["vocab_size"], c)
     kv.u32("general.quantization_version", 2)
     return kv.items, tensors, eff
+
+
+def phimoe_params(kv, c, eff):
+    """PhiMoeModel = Phi3MiniModel.set_gguf_parameters (which does not call the base class)
+    + expert_used_count / expert_count; Phi3MiniModel.generate_extra_tensors: with a
+    longrope (or su) rope_scaling, rope_factors_long / rope_factors_short.weight and
+    rope.scaling.attn_factor = sqrt(1 + ln(scale) / ln(original)), scale = max_position /
+    original (1 when <= 1). -> the extra tensors (written first).
+    Not in the file: rope_scaling short_mscale / long_mscale (the attn_factor runs instead)
+    and router_jitter_noise (a reader assumes PhimoeConfig's 0.01)."""
+    H = c["num_attention_heads"]
+    if "original_max_position_embeddings" not in c:
+        raise SystemExit("hf_to_gguf: phimoe needs original_max_position_embeddings (Phi3MiniModel)")
+    max_pos, orig = c["max_position_embeddings"], c["original_max_position_embeddings"]
+    rope_dims = c["hidden_size"] // H
+    kv.u32("{arch}.context_length", max_pos)
+    kv.u32("{arch}.rope.scaling.original_context_length", orig)
+    kv.u32("{arch}.embedding_length", c["hidden_size"])
+    kv.u32("{arch}.feed_forward_length", c["intermediate_size"])
+    kv.u32("{arch}.block_count", c["num_hidden_layers"])
+    kv.u32("{arch}.attention.head_count", H)
+    kv.u32("{arch}.attention.head_count_kv", c["num_key_value_heads"])
+    kv.f32("{arch}.attention.layer_norm_rms_epsilon", c["rms_norm_eps"])
+    kv.u32("{arch}.rope.dimension_count", rope_dims)
+    kv.f32("{arch}.rope.freq_base", c["rope_theta"])
+    kv.u32("general.file_type", 0)
+    kv.u32("{arch}.attention.sliding_window", c.get("sliding_window") or 0)
+    kv.u32("{arch}.expert_used_count", c["num_experts_per_tok"])
+    kv.u32("{arch}.expert_count", c["num_local_experts"])
+    if c.get("router_jitter_noise", 0.01) != 0.01:
+        note(f"phimoe: router_jitter_noise {c['router_jitter_noise']} cannot be stored; readers assume 0.01")
+        eff["router_jitter_noise"] = 0.01
+    rs = c.get("rope_scaling")
+    if rs is None:
+        return []
+    t = (rs.get("type") or "").lower()
+    if t not in ("su", "longrope"):
+        raise SystemExit(f"hf_to_gguf: phimoe rope_scaling type {t!r} (the converter writes LongRoPE only)")
+    scale = max_pos / orig
+    att = math.sqrt(1 + math.log(scale) / math.log(orig)) if scale > 1.0 else 1.0
+    kv.f32("{arch}.rope.scaling.attn_factor", att)
+    lf, sf = rs.get("long_factor"), rs.get("short_factor")
+    if lf is None or sf is None or len(lf) != len(sf) or len(lf) != rope_dims / 2:
+        raise SystemExit(f"hf_to_gguf: rope long / short factors must list {rope_dims // 2} numbers")
+    att32 = float(np.float32(att))
+    if rs.get("short_mscale", att32) != att32 or rs.get("long_mscale", att32) != att32:
+        note(f"phimoe: rope_scaling short_mscale {rs.get('short_mscale')} / long_mscale {rs.get('long_mscale')} "
+             f"cannot be stored; the file's attn_factor {att32} applies to both sets")
+    eff["rope_scaling"] = dict(rs, short_mscale=att32, long_mscale=att32)
+    return [("rope_factors_long.weight", np.array(lf, dtype=np.float32)),
+            ("rope_factors_short.weight", np.array(sf, dtype=np.float32))]
 
 
 GGML_MXFP4 = 39
