@@ -265,7 +265,7 @@ static const clb_arch_desc ARCHS[] = {
         .norm_topk = true,
         .smallthinker = true,
         .tie_default = true,
-        .no_gguf = true, /* llama.cpp's name; ik_llama.cpp defines none: its layout keys are not read */
+        .gguf_norm_topk = true, /* llama.cpp's build_moe_ffn renormalises the top k */
     },
     {
         .name = "gpt-oss", /* GptOssConfig's defaults: layer_types, sliding_window, rope */
@@ -438,12 +438,33 @@ void clb_arch_gguf_defaults(const clb_arch_desc *d, clb_hparams *hp) {
     if (d->layer_norm) hp->norm_kind = CLB_NORM_LAYER;
     /* a GGUF has no router_jitter_noise: PhimoeConfig's default, Phi-3.5-MoE's value */
     if (d->sparsemixer) hp->router_jitter = 0.01f;
+    if (d->smallthinker) { /* expert_gating_func (1 softmax, 2 sigmoid) may override the score */
+        hp->router_score = CLB_SCORE_SIGMOID; /* moe_primary_router_apply_softmax's default */
+        hp->router_pre_attn = true;
+        hp->ffn_act = CLB_ACT_RELU;
+    }
 }
 
 static int gguf_llama4(int window, int moe_step, clb_hparams *hp);
 
+/* SmallThinker (llama.cpp's loader): with attention.sliding_window > 0, every 4th layer
+   from layer 0 is full attention without rope and the others slide (the file stores no
+   rope_layout / sliding_window_layout; SmallThinker's configs have this layout); without
+   it rope on every layer and no window. llama.cpp replaces the file's window by 4096; the
+   file's value is what the HF config said, so it is used. */
+static int gguf_smallthinker(int window, clb_hparams *hp) {
+    if (window <= 0) return COLIBRI_OK;
+    if (!clb_hparams_attn_layers(hp)) return clb_err(COLIBRI_ERR_NOMEM, "out of memory");
+    for (int l = 0; l < hp->n_layer; l++) {
+        hp->attn_layers[l].no_rope = l % 4 == 0;
+        hp->attn_layers[l].window = l % 4 == 0 ? 0 : window;
+    }
+    return COLIBRI_OK;
+}
+
 int clb_arch_gguf_layers(const clb_arch_desc *d, int window, int moe_step, clb_hparams *hp) {
     if (d && d->llama4) return gguf_llama4(window, moe_step, hp);
+    if (d && d->smallthinker) return gguf_smallthinker(window, hp);
     /* attention.sliding_window (0: none) on every layer where the HF family applies the
        config's sliding_window to every layer (Mixtral's mask; llama.cpp's phimoe converter
        writes the key, its llama converter does not) */

@@ -37,7 +37,7 @@ case_() {
 }
 
 . "$ROOT/tests/reference/family_cases.sh"
-# SmallThinker (HF directory only: no peer here defines its GGUF layout): the router reads
+# SmallThinker (its GGUF files: tests/integration/gguf_families.sh): the router reads
 # the layer's input before attention, ReGLU experts, sigmoid-renormalised or softmax top-k,
 # NoPE and sliding-window layers by rope_layout / sliding_window_layout, tied embeddings
 case_ smallthinker --family smallthinker --seed 36 --layers 3 --hidden 64 --heads 4 --kv-heads 2 --head-dim 16 \

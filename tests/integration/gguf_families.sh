@@ -363,20 +363,19 @@ EOF2
     expect_clean_error "${bad#*:}" run -m "$WORK/bad.gguf" --tokens 1,2 -n 1
 done
 
-# GGUF layouts colibri does not read are refused by name: SmallThinker's (llama.cpp's
-# "smallthinker")
-for arch in smallthinker; do
-    [ -f "$WORK/glm45.gguf" ] || break
-    "$PYTHON" - "$REF" "$WORK/glm45.gguf" "$WORK/st.gguf" "$arch" <<'EOF2'
-import sys
-sys.path.insert(0, sys.argv[1])
-import gguf_np as G
-kv, ty, t = G.read_typed(sys.argv[2])
-a = sys.argv[4]
-items = [(k.replace("glm4moe.", a + "."), ty[k], a if k == "general.architecture" else kv[k]) for k in kv]
-G.write(sys.argv[3], items, [(n, G.tensor_f32(x)) for n, x in t.items()])
-EOF2
-    if "$COLIBRI" run -m "$WORK/st.gguf" --tokens 1,2 -n 1 >/dev/null 2>"$WORK/err"; then fail "$arch GGUF accepted"
-    else grep -q "'$arch' is not supported" "$WORK/err" || fail "$arch GGUF refusal does not name it: $(cat "$WORK/err")"; fi
-done
+# SmallThinker from llama.cpp's smallthinker layout: the router on the layer's input before
+# attention, ReGLU experts renormalised, expert_gating_func sigmoid or softmax; the file keeps
+# no rope_layout / sliding_window_layout, so with attention.sliding_window layers 0, 4, ...
+# are full attention without rope and the others slide (the window the file's, 6 of 24
+# tokens; llama.cpp would run 4096), without it rope on every layer. st-gguf has the
+# published layout (the reference runs the HF config itself); st-gguf-other another layout
+# (the reference runs the file's, reported by the converter); st-gguf-sm softmax, no window.
+case_ st-gguf --family smallthinker --seed 38 --layers 5 --hidden 64 --heads 4 --kv-heads 2 --head-dim 16 \
+    --experts 8 --top-k 2 --ff 32 --nope-layers 0,4 --swa-layers 1,2,3 --sliding-window 6 --tie 1 --vocab 192
+case_ st-gguf-other --family smallthinker --seed 36 --layers 3 --hidden 64 --heads 4 --kv-heads 2 \
+    --head-dim 16 --experts 8 --top-k 2 --ff 32 --nope-layers 1 --swa-layers 2 --sliding-window 6 --tie 1 --vocab 192
+grep -q "smallthinker: rope_layout .* cannot be stored" "$WORK/h2g.err" \
+    || fail "st-gguf-other: the converter did not report the layout it cannot store"
+case_ st-gguf-sm --family smallthinker --seed 37 --layers 2 --hidden 64 --heads 4 --kv-heads 1 \
+    --experts 6 --top-k 3 --ff 48 --router-softmax 1 --tie 0 --vocab 160
 finish gguf_families

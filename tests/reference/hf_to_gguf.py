@@ -27,6 +27,7 @@ c392e50 group-limited routing was silently dropped.
 | Glm4MoeForCausalLM | glm4moe | as ik_llama.cpp's Glm4MoeModel: block_count = num_hidden_layers + num_nextn_predict_layers (the MTP layer kept, its own tensors as blk.L.nextn.*), nextn_predict_layers, rope.dimension_count = head_dim x partial_rotary_factor, expert_count / _feed_forward_length / _shared_count, leading_dense_block_count, expert_gating_func 2, expert_weights_scale / _norm; the FFN norm is post_attention_norm; exp_probs_b.bias |
 | Llama4ForCausalLM, Llama4ForConditionalGeneration | llama4 | as llama.cpp's Llama4Model (a LlamaModel with undo_permute off: Q/K rows as HF stores them): text_config merged over the top level, language_model. stripped, the vision tower skipped; feed_forward_length = intermediate_size_mlp, expert_feed_forward_length = intermediate_size, interleave_moe_layer_step, attention.sliding_window 0 when every layer_types entry is full_attention; gate_up_proj split into ffn_gate_exps / ffn_up_exps, *_shexp, dense ffn_*; llama3 rope scaling as rope_freqs.weight |
 | PhimoeForCausalLM, PhiMoEForCausalLM | phimoe | as llama.cpp's PhiMoeModel (Phi3MiniModel's keys, not the base class's): context_length, rope.scaling.original_context_length, rope.dimension_count = hidden / heads, attention.sliding_window (0 when none), expert_count / expert_used_count; Q/K not permuted; LayerNorm biases, q/k/v/o biases, output_norm.bias, output.bias; LongRoPE as rope_factors_long / rope_factors_short.weight + rope.scaling.attn_factor (the config's short_mscale / long_mscale and router_jitter_noise are not stored) |
+| SmallThinkerForCausalLM | smallthinker | as llama.cpp's SmallThinkerModel: expert_count / expert_used_count, expert_feed_forward_length = feed_forward_length = moe_ffn_hidden_size, expert_gating_func (1 softmax, 2 sigmoid), attention.sliding_window when any layer slides; Q/K not permuted; primary_router as ffn_gate_inp, experts gate/up/down stacked; rope_layout / sliding_window_layout not stored (the loader's layout: layers 0, 4, 8... full attention without rope, the others sliding) |
 | Ernie4_5_MoeForCausalLM | ernie4_5-moe | as ik_llama.cpp's Ernie4_5MoeModel: expert_count = moe_num_experts, expert_used_count = moe_k, interleave_moe_layer_step, leading_dense_block_count = moe_layer_start_index, expert_shared_count, expert_shared_feed_forward_length = intermediate_size / num_key_value_heads; model.mtp_* skipped; moe_statics bias as exp_probs_b.bias |
 
 What a GGUF cannot carry: llama.cpp hard-codes some semantics per architecture (qwen2moe
@@ -78,6 +79,7 @@ ARCH = {
     "Ernie4_5_MoeForCausalLM": "ernie4_5-moe", "GptOssForCausalLM": "gpt-oss",
     "Llama4ForCausalLM": "llama4", "Llama4ForConditionalGeneration": "llama4",
     "PhimoeForCausalLM": "phimoe", "PhiMoEForCausalLM": "phimoe",
+    "SmallThinkerForCausalLM": "smallthinker",
 }
 
 # HF name (after "model.layers.N.") -> GGUF name (after "blk.N."); tensor_mapping.py facts
@@ -101,6 +103,7 @@ LAYER_NAMES = {
     "mlp.down_proj": "ffn_down",
     "block_sparse_moe.gate": "ffn_gate_inp",
     "block_sparse_moe.router.layer": "ffn_gate_inp",
+    "block_sparse_moe.primary_router": "ffn_gate_inp",  # SmallThinker
     "mlp.gate": "ffn_gate_inp",
     "mlp.gate.e_score_correction": "exp_probs_b",
     "mlp.moe_statics.e_score_correction": "exp_probs_b",  # ERNIE
@@ -388,6 +391,9 @@ def convert(hf_dir, name=None, split=False, split_type="f32"):
     elif arch == "phimoe":
         extra_phi = phimoe_params(kv, c, eff)
 
+    elif arch == "smallthinker":
+        smallthinker_params(kv, c, eff)
+
     if arch == "gpt-oss":
         return convert_gpt_oss(c, W, kv, eff)
 
@@ -445,7 +451,8 @@ def convert(hf_dir, name=None, split=False, split_type="f32"):
                     out.append((f"blk.{L}.{kind}.weight", raw, gtype, t.shape))
             continue
         out.append((f"blk.{L}.{LAYER_NAMES[stem]}.{suffix}", a))
-    n_exp = c.get("num_local_experts") or c.get("num_experts") or c.get("n_routed_experts") or c.get("moe_num_experts")
+    n_exp = (c.get("num_local_experts") or c.get("num_experts") or c.get("n_routed_experts") or c.get("moe_num_experts")
+             or c.get("moe_num_primary_experts"))
     for (L, kind), d in sorted(experts.items()):
         if sorted(d) != list(range(n_exp)):
             raise SystemExit(f"hf_to_gguf: layer {L} {kind}: experts {sorted(d)} of {n_exp}")
@@ -508,6 +515,37 @@ def phimoe_params(kv, c, eff):
     eff["rope_scaling"] = dict(rs, short_mscale=att32, long_mscale=att32)
     return [("rope_factors_long.weight", np.array(lf, dtype=np.float32)),
             ("rope_factors_short.weight", np.array(sf, dtype=np.float32))]
+
+
+def smallthinker_params(kv, c, eff):
+    """SmallThinkerModel.set_gguf_parameters: the base keys, expert_count /
+    expert_used_count (moe_num_primary_experts / moe_num_active_primary_experts),
+    expert_feed_forward_length and feed_forward_length = moe_ffn_hidden_size,
+    expert_gating_func 1 (softmax) with moe_primary_router_apply_softmax, else 2
+    (sigmoid), attention.sliding_window = sliding_window_size when any
+    sliding_window_layout entry is set. rope_layout and sliding_window_layout are not
+    stored: llama.cpp's loader makes every 4th layer from 0 full attention without rope
+    and the others sliding when the window key is there, else rope everywhere, no window
+    (--effective-config says so when the config's layout is another)."""
+    base_params(kv, c)
+    kv.u32("{arch}.expert_count", c["moe_num_primary_experts"])
+    kv.u32("{arch}.expert_used_count", c["moe_num_active_primary_experts"])
+    kv.u32("{arch}.expert_feed_forward_length", c["moe_ffn_hidden_size"])
+    if c.get("intermediate_size") is None:
+        kv.u32("{arch}.feed_forward_length", c["moe_ffn_hidden_size"])
+    kv.u32("{arch}.expert_gating_func", 1 if c.get("moe_primary_router_apply_softmax") else 2)
+    if rope_type(c.get("rope_scaling")) not in ("", "default"):
+        note(f"rope_scaling '{rope_type(c.get('rope_scaling'))}' is not written for smallthinker (dropped)")
+    L = c["num_hidden_layers"]
+    swa = any(c.get("sliding_window_layout") or [])
+    if swa:
+        kv.u32("{arch}.attention.sliding_window", c.get("sliding_window_size") or 4096)
+    rope = [0 if swa and i % 4 == 0 else 1 for i in range(L)]
+    layout = [1 if swa and i % 4 else 0 for i in range(L)]
+    if list(c.get("rope_layout") or [1] * L) != rope or list(c.get("sliding_window_layout") or [0] * L) != layout:
+        note(f"smallthinker: rope_layout {c.get('rope_layout')} / sliding_window_layout "
+             f"{c.get('sliding_window_layout')} cannot be stored; a reader uses {rope} / {layout}")
+        eff["rope_layout"], eff["sliding_window_layout"] = rope, layout
 
 
 GGML_MXFP4 = 39
@@ -704,7 +742,8 @@ def _order(n):
 
 
 _EXPERT_KIND = {"w1": "ffn_gate_exps", "w3": "ffn_up_exps", "w2": "ffn_down_exps",
-                "gate_proj": "ffn_gate_exps", "up_proj": "ffn_up_exps", "down_proj": "ffn_down_exps"}
+                "gate_proj": "ffn_gate_exps", "up_proj": "ffn_up_exps", "down_proj": "ffn_down_exps",
+                "gate": "ffn_gate_exps", "up": "ffn_up_exps", "down": "ffn_down_exps"}  # SmallThinker
 
 
 def _expert_part(stem):
