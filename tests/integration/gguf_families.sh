@@ -170,20 +170,27 @@ for name in dsv2-q dsv2-noq dsv3; do
     done
 done
 
-# The split k_b / v_b quantized (Q8_0, Q4_0: rows of nope and rank, multiples of 32), on a V3
-# with q_lora: against hf_ref on the weights the file holds (kv_b_proj rebuilt from the
-# dequantised k_b / v_b); the bound leaves room for colibri's Q8_0 activations of the
-# quantized products (the queries into W_uk^T, the latent outputs into W_uv; the latent into
-# v_b when decompressed), which hf_ref does not round (observed rms/std ~0.005).
-q=dsv3-kbq
+# The split k_b / v_b quantized, on a V3 with q_lora: Q8_0 and Q4_0 (rows of nope 32 and rank
+# 64, multiples of 32), and q4_k on a rank-256 model (v_b's rows as Q4_K super-blocks, k_b's
+# rows of nope 32 as Q5_0, llama-quantize's fallback for rows Q4_K cannot hold); against hf_ref
+# on the weights the file holds (kv_b_proj rebuilt from the dequantised k_b / v_b); the bound
+# leaves room for colibri's Q8_0 activations of the quantized products (the queries into
+# W_uk^T, the latent outputs into W_uv; the latent into v_b when decompressed), which hf_ref
+# does not round (observed rms/std ~0.005). The models' router and greedy margins hold for f32
+# weights only, so a quantized variant can meet a near tie (Q4_0 at rank 256 with seed 40 flips
+# one token's experts: one row off by 2.6 std, the rest within 0.02); these seeds have none.
+for spec in "64 q8_0 q4_0" "256 q4_k"; do
+set -- $spec
+q=dsv3-kbq-r$1
 $GEN --out "$WORK/$q" --family deepseek_v3 --seed 40 --layers 2 --hidden 64 --heads 4 --experts 6 --top-k 2 --ff 32 \
-    --dense-ff 64 --first-dense 1 --shared-experts 1 --q-lora-rank 32 --kv-lora-rank 64 --qk-nope 32 --qk-rope 16 \
+    --dense-ff 64 --first-dense 1 --shared-experts 1 --q-lora-rank 32 --kv-lora-rank $1 --qk-nope 32 --qk-rope 16 \
     --v-head-dim 32 --vocab 160 --n-tokens 24 --margin-greedy $NGEN >"$WORK/gen.log" 2>&1 || fail "$q: gen_model failed"
 toks=$(csv "$(cat "$WORK/$q/tokens.txt")")
-for t in q8_0 q4_0; do
+shift
+for t in "$@"; do
     echo "== $q: k_b / v_b $t"
     $H2G "$WORK/$q" "$WORK/$q-$t.gguf" --mla-split --mla-split-type $t >/dev/null || { fail "$q $t: hf_to_gguf failed"; continue; }
-    "$PYTHON" - "$REF" "$WORK/$q-$t.gguf" "$WORK/$q" "$WORK/$q-$t.hf" <<'EOF2' || { fail "$q $t: dequantised HF directory"; continue; }
+    "$PYTHON" - "$REF" "$WORK/$q-$t.gguf" "$WORK/$q" "$WORK/$q-$t.hf" $t <<'EOF2' || { fail "$q $t: dequantised HF directory"; continue; }
 import os, shutil, sys
 sys.path.insert(0, sys.argv[1])
 import numpy as np
@@ -191,6 +198,10 @@ import gguf_np as G
 import safetensors_np as S
 _, _, t = G.read_typed(sys.argv[2])
 src, out = sys.argv[3], sys.argv[4]
+want = {"q8_0": (8, 8), "q4_0": (2, 2), "q4_k": (6, 12)}[sys.argv[5]]  # ggml types of k_b, v_b
+got = {(t[n]["type"], t[n.replace("k_b", "v_b")]["type"]) for n in t if "attn_k_b" in n}
+if got != {want}:
+    sys.exit(f"k_b / v_b types {sorted(got)}, expected {want}")
 os.makedirs(out, exist_ok=True)
 shutil.copy(os.path.join(src, "config.json"), out)
 W = {k: np.asarray(v, dtype=np.float32) for k, v in S.load_dir(src).items()}
@@ -211,6 +222,7 @@ EOF2
             --min-argmax 1 --label "$q $t (--mla $mode) vs hf_ref on its weights"
         check "$PYTHON" "$REF/compare.py" greedy "$WORK/$q.ids" "$WORK/$q-$t.ref.ids" --label "$q $t greedy"
     done
+done
 done
 
 # ik_llama.cpp's converter writes attn_kv_b and 2-D attn_k_b [H x rank][nope] / attn_v_b

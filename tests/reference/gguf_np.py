@@ -1,6 +1,6 @@
 """Tiny GGUF v2/v3 reader and v3 writer (metadata + raw tensor bytes) for cross-checks in
 tests, plus a .colibri (docs/FORMAT.md) tensor reader. Returns raw block bytes;
-dequantisation of Q8_0 / Q4_0 / F32 / F16 is provided.
+dequantisation of Q8_0 / Q4_0 / Q5_0 / Q4_K / F32 / F16 is provided.
 
 CLI (exit status 1 on a difference, figures printed):
   gguf_np.py diff A.gguf B.gguf [--prefix ARCH.] [--tensors]
@@ -18,7 +18,7 @@ import sys
 
 import numpy as np
 
-GGML_F32, GGML_F16, GGML_Q4_0, GGML_Q8_0 = 0, 1, 2, 8
+GGML_F32, GGML_F16, GGML_Q4_0, GGML_Q5_0, GGML_Q8_0, GGML_Q4_K = 0, 1, 2, 6, 8, 12
 _BLOCK = {GGML_F32: (1, 4), GGML_F16: (1, 2), GGML_Q4_0: (32, 18), GGML_Q8_0: (32, 34),
           14: (256, 210), 12: (256, 144), 13: (256, 176), 10: (256, 84), 11: (256, 110),
           3: (32, 20), 6: (32, 22), 7: (32, 24), 20: (32, 18), 23: (256, 136), 30: (1, 2), 39: (32, 17)}
@@ -117,8 +117,33 @@ def blocks_q4_0(data):
     return d, np.concatenate([qs & 0x0F, qs >> 4], axis=1)
 
 
+def dequant_q5_0(data):
+    """[nb][32] floats: d fp16, qh (bit j: element j's fifth bit), qs as Q4_0's nibbles; minus 16."""
+    a = np.frombuffer(data, dtype=np.uint8).reshape(-1, 22)
+    d = a[:, :2].copy().view("<f2").astype(np.float32)
+    qh = a[:, 2:6].copy().view("<u4").astype(np.uint32)
+    qs = a[:, 6:]
+    lo = np.concatenate([qs & 0x0F, qs >> 4], axis=1).astype(np.int32)
+    hi = ((qh >> np.arange(32, dtype=np.uint32)) & 1).astype(np.int32)
+    return ((lo | (hi << 4)) - 16).astype(np.float32) * d
+
+
+def dequant_q4_k(data):
+    """[nb][256] floats of Q4_K super-blocks (d, dmin fp16, 12 bytes of 6-bit scales and mins
+    packed as ggml's get_scale_min_k4, 128 bytes: per 64 values the low nibbles then the high)."""
+    a = np.frombuffer(data, dtype=np.uint8).reshape(-1, 144)
+    d = a[:, 0:2].copy().view("<f2").astype(np.float32).reshape(-1)
+    dm = a[:, 2:4].copy().view("<f2").astype(np.float32).reshape(-1)
+    s = a[:, 4:16].astype(np.int32)
+    sc = np.concatenate([s[:, 0:4] & 63, (s[:, 8:12] & 15) | ((s[:, 0:4] >> 6) << 4)], axis=1)
+    mn = np.concatenate([s[:, 4:8] & 63, (s[:, 8:12] >> 4) | ((s[:, 4:8] >> 6) << 4)], axis=1)
+    qs = a[:, 16:].reshape(-1, 4, 32).astype(np.int32)
+    q = np.stack([qs & 15, qs >> 4], axis=2).reshape(-1, 8, 32)  # sub-block 2j: low, 2j+1: high
+    return (d[:, None, None] * sc[:, :, None] * q - dm[:, None, None] * mn[:, :, None]).reshape(-1, 256)
+
+
 def tensor_f32(t):
-    """numpy array (shape = reversed ne) of an F32/F16/Q8_0/Q4_0 tensor, dequantised."""
+    """numpy array (shape = reversed ne) of an F32/F16/Q8_0/Q4_0/Q5_0/Q4_K tensor, dequantised."""
     shape = list(reversed(t["ne"]))
     if t["type"] == GGML_F32:
         return np.frombuffer(t["data"], dtype="<f4").reshape(shape).astype(np.float32)
@@ -130,6 +155,10 @@ def tensor_f32(t):
     if t["type"] == GGML_Q4_0:
         d, q = blocks_q4_0(t["data"])
         return ((q.astype(np.float32) - 8) * d.astype(np.float32)[:, None]).reshape(shape)
+    if t["type"] == GGML_Q5_0:
+        return dequant_q5_0(t["data"]).astype(np.float32).reshape(shape)
+    if t["type"] == GGML_Q4_K:
+        return dequant_q4_k(t["data"]).astype(np.float32).reshape(shape)
     raise ValueError(f"type {t['type']} not supported here")
 
 

@@ -48,7 +48,8 @@ H}), and blk.L.attn_v_b.weight = the v rows, [H][v][rank] (ne {rank, v, H}); no 
 head_count_kv 1; key_length = kv_lora_rank + qk_rope_head_dim, value_length = kv_lora_rank
 (the latent "KV head"), key_length_mla = qk_nope_head_dim + qk_rope_head_dim,
 value_length_mla = v_head_dim. --mla-split-type stores those two tensors as Q8_0 / Q4_0
-blocks (what llama-quantize may make of them; rows must be multiples of 32).
+blocks (what llama-quantize may make of them; rows must be multiples of 32), or q4_k: Q4_K
+where the rows are multiples of 256, else Q5_0 (llama-quantize's fallback for Q4_K).
 
 Deliberate differences from c392e50 (each changes nothing for real checkpoints):
 * llama3 rope factors take original_max_position_embeddings from rope_scaling (where HF
@@ -238,7 +239,37 @@ def mla_split(a, c):
 
 
 def ggml_blocks(a, dtype):
-    """(raw block bytes, ggml type) of a float32 array as Q8_0 / Q4_0 (rows along the last dim)."""
+    """(raw block bytes, ggml type) of a float32 array as Q8_0 / Q4_0 / Q5_0 / Q4_K (rows along
+    the last dim). Q5_0 and Q4_K are valid blocks near the input (a plain min / max fit, not
+    ggml's search): the reference runs on what the file holds, dequantised by gguf_np."""
+    if dtype == "q5_0":
+        b = np.ascontiguousarray(a, dtype=np.float32).reshape(-1, 32)
+        mx = b[np.arange(b.shape[0]), np.argmax(np.abs(b), axis=1)]
+        d = (mx / np.float32(-16.0)).astype(np.float16)
+        df = d.astype(np.float32)
+        q = np.clip(np.round(b / np.where(df != 0, df, 1)[:, None]) + 16, 0, 31).astype(np.uint32)
+        qh = ((q >> 4) << np.arange(32, dtype=np.uint32)).sum(axis=1).astype("<u4")
+        qs = ((q[:, :16] & 15) | ((q[:, 16:] & 15) << 4)).astype(np.uint8)
+        return np.concatenate([d.astype("<f2").view(np.uint8).reshape(-1, 2), qh.view(np.uint8).reshape(-1, 4), qs],
+                              axis=1), G.GGML_Q5_0
+    if dtype == "q4_k":
+        b = np.ascontiguousarray(a, dtype=np.float32).reshape(-1, 8, 32)
+        lo = np.minimum(b.min(axis=2), 0)  # x = sc * q - m, m = -lo >= 0
+        sc = (b.max(axis=2) - lo) / 15
+        d = (sc.max(axis=1) / 63).astype(np.float16)
+        dm = (-lo.min(axis=1) / 63).astype(np.float16)
+        df, dmf = d.astype(np.float32)[:, None], dm.astype(np.float32)[:, None]
+        isc = np.clip(np.round(sc / np.where(df != 0, df, 1)), 0, 63).astype(np.uint8)
+        imn = np.clip(np.round(-lo / np.where(dmf != 0, dmf, 1)), 0, 63).astype(np.uint8)
+        step = (df * isc)[:, :, None]
+        q = np.clip(np.round((b + (dmf * imn)[:, :, None]) / np.where(step != 0, step, 1)), 0, 15).astype(np.uint8)
+        s = np.zeros((b.shape[0], 12), np.uint8)  # ggml's get_scale_min_k4 packing
+        s[:, 0:4] = isc[:, 0:4] | ((isc[:, 4:8] >> 4) << 6)
+        s[:, 4:8] = imn[:, 0:4] | ((imn[:, 4:8] >> 4) << 6)
+        s[:, 8:12] = (isc[:, 4:8] & 15) | ((imn[:, 4:8] & 15) << 4)
+        qs = (q[:, 0::2, :] | (q[:, 1::2, :] << 4)).reshape(-1, 128)  # 64 values: low nibbles, then high
+        return np.concatenate([d.astype("<f2").view(np.uint8).reshape(-1, 2),
+                               dm.astype("<f2").view(np.uint8).reshape(-1, 2), s, qs], axis=1), G.GGML_Q4_K
     if dtype == "q8_0":
         d, q = quant.quantize_q8_0(a)
         return np.concatenate([d.astype("<f2").view(np.uint8).reshape(-1, 2), q.view(np.uint8)], axis=1), G.GGML_Q8_0
@@ -447,7 +478,10 @@ def convert(hf_dir, name=None, split=False, split_type="f32"):
                 if split_type == "f32":
                     out.append((f"blk.{L}.{kind}.weight", t))
                 else:
-                    raw, gtype = ggml_blocks(t, split_type)
+                    # q4_k as llama-quantize makes it: rows not a multiple of 256 (k_b's nope rows
+                    # in these tiny models) fall back to Q5_0
+                    ty = "q5_0" if split_type == "q4_k" and t.shape[-1] % 256 else split_type
+                    raw, gtype = ggml_blocks(t, ty)
                     out.append((f"blk.{L}.{kind}.weight", raw, gtype, t.shape))
             continue
         out.append((f"blk.{L}.{LAYER_NAMES[stem]}.{suffix}", a))
@@ -793,7 +827,7 @@ def main():
     ap.add_argument("--effective-config", help="write the config.json llama.cpp's semantics of the file describe")
     ap.add_argument("--mla-split", action="store_true",
                     help="DeepSeek: attn_k_b / attn_v_b and the *_length_mla keys (today's llama.cpp layout)")
-    ap.add_argument("--mla-split-type", choices=("f32", "q8_0", "q4_0"), default="f32",
+    ap.add_argument("--mla-split-type", choices=("f32", "q8_0", "q4_0", "q4_k"), default="f32",
                     help="the type of attn_k_b / attn_v_b with --mla-split")
     a = ap.parse_args()
     with open(os.path.join(a.hf_dir, "config.json")) as f:
