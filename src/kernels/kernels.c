@@ -52,12 +52,14 @@ static void build(void) {
         clb_kernels_fill_generic(&tables[ISA_AVX2]);
         clb_kernels_fill_avx2(&tables[ISA_AVX2]);
         clb_kernels_fill_avx2_mdot(&tables[ISA_AVX2], mdots[ISA_AVX2], false);
+        clb_kernels_fill_avx2_pack(pgemms[ISA_AVX2], rgemms[ISA_AVX2], false);
         available[ISA_AVX2] = true;
         best_simd = &tables[ISA_AVX2];
         if (cpu_has_avx_vnni()) {
             clb_kernels_fill_generic(&tables[ISA_AVX2_VNNI]);
             clb_kernels_fill_avx2(&tables[ISA_AVX2_VNNI]);
             clb_kernels_fill_avx2_mdot(&tables[ISA_AVX2_VNNI], mdots[ISA_AVX2_VNNI], true);
+            clb_kernels_fill_avx2_pack(pgemms[ISA_AVX2_VNNI], rgemms[ISA_AVX2_VNNI], true);
             available[ISA_AVX2_VNNI] = true;
             best_simd = &tables[ISA_AVX2_VNNI];
         }

@@ -926,6 +926,177 @@ static void fa_vacc_q4_0_deq_avx2(int64_t d, int nq, int nk, const float *p, int
     fa_vacc_blocks(d, nq, nk, p, ps, v, vs, acc, as, alpha, 1);
 }
 
+/* ---- packed rows (kernels.h) ---------------------------------------------------------- *
+ * A 16-row group is two halves of 8 rows, one 32-bit lane of a ymm register per row (the
+ * AVX-512 kernels take the 16 at once). Per block and half: the 8 dwords of a 32-weight
+ * block (Q8_0: 8 words of bytes; Q4_0 / IQ4_NL / MXFP4: 4 words of nibbles, low and high)
+ * are one vector each, from the packed layout (one load) or from 8 row-major rows (loads
+ * and a 4 x 8 transpose in registers: the same operands, so both give the same bits).
+ * Dot products against the token's dword k broadcast: Q4_0 as unsigned nibbles, seeded with
+ * the activation's -8 * sum(q); the signed weights (Q8_0, and the codebook values of IQ4_NL /
+ * MXFP4 by one byte shuffle) as |w| times x with w's sign. maddubs + madd (AVX2) and VPDPBUSD
+ * (AVX-VNNI) give the same exact integer sums (Q4_0: 8 maddubs pairs of <= 2 x 15 x 127 add up
+ * below 32767; signed: |w| <= 128, each pair below 32767 and widened at once); then one
+ * conversion and one FMA by the 8 row scales times the token's block scale. */
+enum { PK2_Q4_0, PK2_Q8_0, PK2_IQ4_NL, PK2_MXFP4 };
+#define PK2_PREFETCH 2048
+#define CLB_UNROLL_8 _Pragma("GCC unroll 8")
+
+MD_INLINE __m256i pk2_dpbusd(__m256i acc, __m256i u, __m256i s) {
+    __asm__("%{vex%} vpdpbusd %2, %1, %0" : "+x"(acc) : "x"(u), "x"(s));
+    return acc;
+}
+
+/* 8 E8M0 exponents -> clb_e8m0_to_fp32_half of each, as e8m0_half */
+MD_INLINE __m256 pk2_e8m0(__m128i e8) {
+    const __m256i e = _mm256_cvtepu8_epi32(e8);
+    const __m256i big = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
+    const __m256i small = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
+    return _mm256_castsi256_ps(_mm256_blendv_epi8(big, small, _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e)));
+}
+
+/* the 16 bytes at p of the 8 rows rs bytes apart: out[k] lane j = dword k of row j */
+MD_INLINE void pk2_rm8(const uint8_t *p, uint64_t rs, __m256i out[4]) {
+    __m256i v[4];
+    CLB_UNROLL
+    for (int i = 0; i < 4; i++)
+        v[i] = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(p + (uint64_t)i * rs))),
+                                       _mm_loadu_si128((const __m128i *)(p + (uint64_t)(i + 4) * rs)), 1);
+    const __m256i t0 = _mm256_unpacklo_epi32(v[0], v[1]), t1 = _mm256_unpackhi_epi32(v[0], v[1]);
+    const __m256i t2 = _mm256_unpacklo_epi32(v[2], v[3]), t3 = _mm256_unpackhi_epi32(v[2], v[3]);
+    out[0] = _mm256_unpacklo_epi64(t0, t2);
+    out[1] = _mm256_unpackhi_epi64(t0, t2);
+    out[2] = _mm256_unpacklo_epi64(t1, t3);
+    out[3] = _mm256_unpackhi_epi64(t1, t3);
+}
+
+/* one group (PK: packed at w; else row-major rows rs bytes apart) against T <= 2 tokens */
+MD_INLINE void pk2_tile(int64_t nb, const int T, const int kind, const int PK, const uint8_t *w, uint64_t rs,
+                        const uint8_t *x, uint64_t xs, float *y, int64_t ys, const int vnni) {
+    const uint64_t xoff = clb_q8x_offset(nb * CLB_QK);
+    const int Q8 = kind == PK2_Q8_0, MX = kind == PK2_MXFP4, CB = kind == PK2_IQ4_NL || MX;
+    const uint64_t bb = Q8 ? sizeof(clb_block_q8_0) : MX ? sizeof(clb_block_mxfp4) : sizeof(clb_block_q4_0);
+    const uint64_t head = MX ? 1 : 2, bstride = CLB_PACK_ROWS * bb; /* bytes of a row's block scale */
+    const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+    const __m256i lut = _mm256_broadcastsi128_si256(
+        _mm_loadu_si128((const __m128i *)(const void *)(MX ? clb_kvalues_mxfp4 : clb_kvalues_iq4nl)));
+    __m256 acc[2][2];
+    CLB_UNROLL
+    for (int t = 0; t < T; t++) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *wb = PK ? w + (uint64_t)b * bstride : w + (uint64_t)b * bb;
+        if (PK)
+            for (uint64_t o = 0; o < bstride; o += 64) _mm_prefetch((const char *)(wb + PK2_PREFETCH + o), _MM_HINT_T0);
+        int32_t x4[2][8], corr[2];
+        float dx[2];
+        CLB_UNROLL
+        for (int t = 0; t < T; t++) {
+            const uint8_t *xt = x + (uint64_t)t * xs;
+            memcpy(x4[t], xt + (uint64_t)b * sizeof(clb_block_q8_0) + 2, 32);
+            memcpy(&dx[t], xt + xoff + 4 * (uint64_t)b, 4);
+            memcpy(&corr[t], xt + xoff + 4 * (uint64_t)(nb + b), 4);
+        }
+        CLB_UNROLL
+        for (int h = 0; h < 2; h++) {
+            __m256 dw;
+            __m256i W[8];
+            if (PK) {
+                dw = MX ? pk2_e8m0(_mm_loadl_epi64((const __m128i *)(wb + 8 * h)))
+                        : _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(wb + 16 * h)));
+                CLB_UNROLL_8
+                for (int k = 0; k < 8; k++)
+                    if (Q8 || k < 4) W[k] = LD256(wb + 16 * head + 64 * k + 32 * h);
+                if (Q8) /* stored + 128 */
+                    CLB_UNROLL_8
+                    for (int k = 0; k < 8; k++) W[k] = _mm256_xor_si256(W[k], _mm256_set1_epi8((char)0x80));
+            } else {
+                const uint8_t *r0 = wb + (uint64_t)(8 * h) * rs;
+                if (MX) {
+                    uint8_t e[8];
+                    for (int i = 0; i < 8; i++) e[i] = r0[(uint64_t)i * rs];
+                    dw = pk2_e8m0(_mm_loadl_epi64((const __m128i *)e));
+                } else {
+                    uint16_t d16[8];
+                    for (int i = 0; i < 8; i++) memcpy(&d16[i], r0 + (uint64_t)i * rs, 2);
+                    dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)d16));
+                }
+                pk2_rm8(r0 + head, rs, W);
+                if (Q8) pk2_rm8(r0 + head + 16, rs, W + 4);
+            }
+            if (!Q8)
+                CLB_UNROLL
+                for (int g = 3; g >= 0; g--) {
+                    W[g + 4] = _mm256_and_si256(_mm256_srli_epi16(W[g], 4), m4);
+                    W[g] = _mm256_and_si256(W[g], m4);
+                    if (CB) W[g + 4] = _mm256_shuffle_epi8(lut, W[g + 4]), W[g] = _mm256_shuffle_epi8(lut, W[g]);
+                }
+            __m256i A[8];
+            if (kind != PK2_Q4_0)
+                CLB_UNROLL_8
+                for (int k = 0; k < 8; k++) A[k] = _mm256_abs_epi8(W[k]);
+            CLB_UNROLL
+            for (int t = 0; t < T; t++) {
+                __m256i a;
+                if (kind == PK2_Q4_0 && vnni) {
+                    a = _mm256_set1_epi32(corr[t]);
+                    CLB_UNROLL_8
+                    for (int k = 0; k < 8; k++) a = pk2_dpbusd(a, W[k], _mm256_set1_epi32(x4[t][k]));
+                } else if (kind == PK2_Q4_0) {
+                    __m256i s = _mm256_maddubs_epi16(W[0], _mm256_set1_epi32(x4[t][0]));
+                    CLB_UNROLL_8
+                    for (int k = 1; k < 8; k++)
+                        s = _mm256_add_epi16(s, _mm256_maddubs_epi16(W[k], _mm256_set1_epi32(x4[t][k])));
+                    a = _mm256_add_epi32(_mm256_madd_epi16(s, ones), _mm256_set1_epi32(corr[t]));
+                } else {
+                    a = _mm256_setzero_si256();
+                    CLB_UNROLL_8
+                    for (int k = 0; k < 8; k++) {
+                        const __m256i sx = _mm256_sign_epi8(_mm256_set1_epi32(x4[t][k]), W[k]);
+                        a = vnni ? pk2_dpbusd(a, A[k], sx)
+                                 : _mm256_add_epi32(a, _mm256_madd_epi16(_mm256_maddubs_epi16(A[k], sx), ones));
+                    }
+                }
+                acc[t][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a), _mm256_mul_ps(dw, _mm256_set1_ps(dx[t])), acc[t][h]);
+            }
+        }
+    }
+    CLB_UNROLL
+    for (int t = 0; t < T; t++) {
+        _mm256_storeu_ps(y + (int64_t)t * ys, acc[t][0]);
+        _mm256_storeu_ps(y + (int64_t)t * ys + 8, acc[t][1]);
+    }
+}
+
+/* the packed (P) and row-major (R) kernels of one kind, AVX2 and AVX-VNNI */
+#define PK2_DEFINE(NAME, K)                                                                                     \
+    MD_INLINE void pk2p_##NAME(int64_t nb, const int T, const uint8_t *w, uint64_t rs, const uint8_t *x,          \
+                              uint64_t xs, float *y, int64_t ys) { pk2_tile(nb, T, K, 1, w, rs, x, xs, y, ys, 0); } \
+    MD_INLINE void pk2r_##NAME(int64_t nb, const int T, const uint8_t *w, uint64_t rs, const uint8_t *x,          \
+                              uint64_t xs, float *y, int64_t ys) { pk2_tile(nb, T, K, 0, w, rs, x, xs, y, ys, 0); } \
+    MD_INLINE void pk2pv_##NAME(int64_t nb, const int T, const uint8_t *w, uint64_t rs, const uint8_t *x,         \
+                               uint64_t xs, float *y, int64_t ys) { pk2_tile(nb, T, K, 1, w, rs, x, xs, y, ys, 1); } \
+    MD_INLINE void pk2rv_##NAME(int64_t nb, const int T, const uint8_t *w, uint64_t rs, const uint8_t *x,         \
+                               uint64_t xs, float *y, int64_t ys) { pk2_tile(nb, T, K, 0, w, rs, x, xs, y, ys, 1); } \
+    CLB_DEFINE_PGEMM(pgemm2_##NAME, CLB_QK, 2, pk2p_##NAME)                                                     \
+    CLB_DEFINE_PGEMM(rgemm2_##NAME, CLB_QK, 2, pk2r_##NAME)                                                     \
+    CLB_DEFINE_PGEMM(pgemm2_##NAME##_vnni, CLB_QK, 2, pk2pv_##NAME)                                             \
+    CLB_DEFINE_PGEMM(rgemm2_##NAME##_vnni, CLB_QK, 2, pk2rv_##NAME)
+PK2_DEFINE(q4_0, PK2_Q4_0)
+PK2_DEFINE(q8_0, PK2_Q8_0)
+PK2_DEFINE(iq4_nl, PK2_IQ4_NL)
+PK2_DEFINE(mxfp4, PK2_MXFP4)
+
+void clb_kernels_fill_avx2_pack(clb_pgemm_fn *pgemm, clb_pgemm_fn *rgemm, bool vnni) {
+    pgemm[CLB_DT_Q4_0] = vnni ? pgemm2_q4_0_vnni : pgemm2_q4_0;
+    rgemm[CLB_DT_Q4_0] = vnni ? rgemm2_q4_0_vnni : rgemm2_q4_0;
+    pgemm[CLB_DT_Q8_0] = vnni ? pgemm2_q8_0_vnni : pgemm2_q8_0;
+    rgemm[CLB_DT_Q8_0] = vnni ? rgemm2_q8_0_vnni : rgemm2_q8_0;
+    pgemm[CLB_DT_IQ4_NL] = vnni ? pgemm2_iq4_nl_vnni : pgemm2_iq4_nl;
+    rgemm[CLB_DT_IQ4_NL] = vnni ? rgemm2_iq4_nl_vnni : rgemm2_iq4_nl;
+    pgemm[CLB_DT_MXFP4] = vnni ? pgemm2_mxfp4_vnni : pgemm2_mxfp4;
+    rgemm[CLB_DT_MXFP4] = vnni ? rgemm2_mxfp4_vnni : rgemm2_mxfp4;
+}
+
 void clb_kernels_fill_avx2_mdot(clb_kernels *k, clb_mdot_fn *mdot, bool vnni) {
     mdot[CLB_DT_Q4_0] = vnni ? mdot_q4_0_vnni : mdot_q4_0;
     mdot[CLB_DT_Q8_0] = vnni ? mdot_q8_0_vnni : mdot_q8_0;

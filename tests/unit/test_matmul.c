@@ -115,6 +115,39 @@ static void test_rows_match_vec_dot(void **state) {
     assert_true(tables >= 1);
 }
 
+/* two tables' packed kernels on one group of 16 rows, packed in memory and row-major: the
+   same bits (the AVX2 and AVX-VNNI integer sums are exact) */
+static void packed_pair_equal(const clb_kernels *a, const clb_kernels *v, clb_dtype t) {
+    const int64_t cols = 4096, rows = 16;
+    const int n_tok = 5;
+    uint64_t rb;
+    uint8_t *r = make_rows(t, cols, rows, &rb), *p = malloc(rb * rows);
+    memcpy(p, r, rb * rows);
+    void *scratch = malloc(clb_pack_scratch_bytes(t, cols));
+    const int64_t pr = clb_pack_rows(t, cols, rows, p, scratch);
+    assert_int_equal(pr, rows);
+    const clb_dtype vt = clb_type(t)->vec_dot_type;
+    const uint64_t xs = clb_mm_convert_stride(t, cols);
+    uint8_t *x = calloc(xs, n_tok);
+    float *xf = malloc(sizeof(float) * (size_t)(cols * n_tok));
+    for (int64_t j = 0; j < cols * n_tok; j++) xf[j] = rnd_f() * 4.0f;
+    for (int u = 0; u < n_tok; u++) {
+        clb_kernels_generic()->quantize[vt](xf + u * cols, x + (uint64_t)u * xs, cols);
+        if (vt == CLB_DT_Q8_0) clb_q8_fill_extras(x + (uint64_t)u * xs, cols);
+    }
+    float ya[5 * 16], yv[5 * 16];
+    for (int il = 0; il < 2; il++) {
+        clb_kernels_rows(a, t, cols, 0, rows, il ? p : r, rb, pr, il, x, xs, n_tok, ya, rows);
+        clb_kernels_rows(v, t, cols, 0, rows, il ? p : r, rb, pr, il, x, xs, n_tok, yv, rows);
+        assert_memory_equal(ya, yv, sizeof ya);
+    }
+    free(xf);
+    free(x);
+    free(scratch);
+    free(p);
+    free(r);
+}
+
 static void test_vnni_bit_identical(void **state) {
     (void)state;
     const clb_kernels *a = clb_kernels_by_isa("avx2"), *v = clb_kernels_by_isa("avx2+vnni");
@@ -132,8 +165,32 @@ static void test_vnni_bit_identical(void **state) {
         clb_kernels_rows(v, t3[d], 4096, 0, 8, w, rb, 0, false, x, xs, 5, yv, 8);
         assert_memory_equal(ya, yv, sizeof ya);
         free(w);
+        if (clb_kernels_packs(a, t3[d]) && clb_kernels_packs(v, t3[d])) packed_pair_equal(a, v, t3[d]);
         free(x);
         free(xf);
+    }
+}
+
+/* The AVX2 / AVX-VNNI and AVX-512 packed kernels do the same arithmetic per row lane (exact
+   integer sums per block, then one conversion and one FMA by the row scale times the
+   token's): the same bits, checked wherever the CPU has both */
+static void test_packed_x86_tables_agree(void **state) {
+    (void)state;
+    const clb_kernels *z = clb_kernels_by_isa("avx512");
+    const char *const narrow[] = {"avx2", "avx2+vnni"};
+    const clb_dtype ts[] = {CLB_DT_Q4_0, CLB_DT_Q8_0, CLB_DT_IQ4_NL, CLB_DT_MXFP4};
+    int pairs = 0;
+    for (size_t i = 0; z && i < CLB_ARRAY_LEN(narrow); i++) {
+        const clb_kernels *a = clb_kernels_by_isa(narrow[i]);
+        for (size_t d = 0; a && d < CLB_ARRAY_LEN(ts); d++) {
+            assert_true(clb_kernels_packs(a, ts[d]) && clb_kernels_packs(z, ts[d]));
+            packed_pair_equal(a, z, ts[d]);
+            pairs++;
+        }
+    }
+    if (!pairs) {
+        print_message("no AVX-512 table on this CPU; skipped\n");
+        skip();
     }
 }
 
@@ -461,6 +518,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rows_match_vec_dot),
         cmocka_unit_test(test_vnni_bit_identical),
+        cmocka_unit_test(test_packed_x86_tables_agree),
         cmocka_unit_test(test_matmul_deterministic),
         cmocka_unit_test(test_convert_range),
         cmocka_unit_test(test_ffn_swiglu),
