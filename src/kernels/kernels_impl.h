@@ -275,7 +275,7 @@ static inline void clb_fa_prefetch_row(const void *row, uint64_t bytes) {
 /* Fills mdot[] (indexed by dtype) and the matching vec_dot entries of the AVX2 table; with
    vnni, the AVX-VNNI variants (the CPU must have AVX-VNNI). */
 void clb_kernels_fill_avx2_mdot(clb_kernels *k, clb_mdot_fn *mdot, bool vnni);
-/* the AVX2 (vnni: AVX-VNNI) packed-row kernels of Q4_0, Q8_0, IQ4_NL and MXFP4 (kernels.h) */
+/* the AVX2 (vnni: AVX-VNNI) packed-row kernels of Q4_0, Q8_0, Q4_K, IQ4_NL and MXFP4 (kernels.h) */
 void clb_kernels_fill_avx2_pack(clb_pgemm_fn *pgemm, clb_pgemm_fn *rgemm, bool vnni);
 /* x86_avx512.c: on top of an AVX2 table, the AVX-512 VNNI/VBMI Q4_0 and Q8_0 kernels */
 void clb_kernels_fill_avx512_mdot(clb_kernels *k, clb_mdot_fn *mdot, clb_pgemm_fn *pgemm, clb_pgemm_fn *rgemm);

@@ -1086,7 +1086,115 @@ PK2_DEFINE(q8_0, PK2_Q8_0)
 PK2_DEFINE(iq4_nl, PK2_IQ4_NL)
 PK2_DEFINE(mxfp4, PK2_MXFP4)
 
+/* Q4_K on packed rows (the AVX-512 layout, x86_avx512.c: per super-block the dwords d | dmin,
+ * u0, u1, u2 of rows 0..15, then the 32 quant dwords of rows 0..15), one half of 8 rows per
+ * ymm as above, one token. Per sub-block pair of a 64-weight chunk: the low / high nibble dot
+ * products exactly (maddubs pairs of <= 2 x 15 x 128, 8 of them below 32767, then one madd;
+ * or VPDPBUSD), the mins' sum by madd of the (m, m) int16 pairs against the token's bsums
+ * pair; then the AVX-512 kernel's float steps in its order, so the same bits. */
+MD_INLINE __m256i pk2_dot8(const __m256i *q, const int32_t *x4, const int shift, const int vnni) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    if (vnni) {
+        __m256i a = _mm256_setzero_si256();
+        CLB_UNROLL_8
+        for (int k = 0; k < 8; k++)
+            a = pk2_dpbusd(a, _mm256_and_si256(_mm256_srli_epi16(q[k], shift), m4), _mm256_set1_epi32(x4[k]));
+        return a;
+    }
+    __m256i s = _mm256_setzero_si256();
+    CLB_UNROLL_8
+    for (int k = 0; k < 8; k++)
+        s = _mm256_add_epi16(s, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q[k], shift), m4),
+                                                     _mm256_set1_epi32(x4[k])));
+    return _mm256_madd_epi16(s, _mm256_set1_epi16(1));
+}
+
+MD_INLINE void pk2_tile_q4k(int64_t nsb, const int PK, const uint8_t *w, uint64_t rs, const uint8_t *x, float *y,
+                            const int vnni) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m6 = _mm256_set1_epi8(0x3F), m30 = _mm256_set1_epi8(0x30);
+    const __m256i byte = _mm256_set1_epi32(0xFF);
+    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int64_t i = 0; i < nsb; i++) {
+        const uint8_t *wb = w + (uint64_t)i * (PK ? CLB_PACK_ROWS * sizeof(clb_block_q4_k) : sizeof(clb_block_q4_k));
+        if (PK)
+            for (uint64_t o = 0; o < CLB_PACK_ROWS * sizeof(clb_block_q4_k); o += 64)
+                _mm_prefetch((const char *)(wb + PK2_PREFETCH + o), _MM_HINT_T0);
+        const clb_block_q8_k *xb = (const clb_block_q8_k *)(const void *)x + i;
+        const __m256 dx = _mm256_set1_ps(xb->d);
+        CLB_UNROLL
+        for (int h = 0; h < 2; h++) {
+            const uint8_t *r0 = wb + (uint64_t)(8 * h) * rs;
+            __m256i hd[4];
+            if (PK) {
+                CLB_UNROLL
+                for (int c = 0; c < 4; c++) hd[c] = LD256(wb + 64 * c + 32 * h);
+            } else {
+                pk2_rm8(r0, rs, hd);
+            }
+            const __m256i dd = hd[0], u0 = hd[1], u1 = hd[2], u2 = hd[3];
+            const __m256 d = _mm256_cvtph_ps(_mm256_castsi256_si128(_mm256_permute4x64_epi64(
+                _mm256_packus_epi32(_mm256_and_si256(dd, _mm256_set1_epi32(0xFFFF)), _mm256_setzero_si256()), 0x08)));
+            const __m256 dmin = _mm256_cvtph_ps(_mm256_castsi256_si128(
+                _mm256_permute4x64_epi64(_mm256_packus_epi32(_mm256_srli_epi32(dd, 16), _mm256_setzero_si256()), 0x08)));
+            const __m256i sc4[2] = {_mm256_and_si256(u0, m6), _mm256_or_si256(_mm256_and_si256(u2, m4),
+                                                                            _mm256_and_si256(_mm256_srli_epi32(u0, 2), m30))};
+            const __m256i mn4[2] = {_mm256_and_si256(u1, m6),
+                                    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u2, 4), m4),
+                                                    _mm256_and_si256(_mm256_srli_epi32(u1, 2), m30))};
+            __m256 part = _mm256_setzero_ps();
+            __m256i msum = _mm256_setzero_si256();
+            for (int c = 0; c < 4; c++) {
+                __m256i q[8];
+                if (PK) {
+                    CLB_UNROLL_8
+                    for (int k = 0; k < 8; k++) q[k] = LD256(wb + 256 + 64 * (8 * c + k) + 32 * h);
+                } else {
+                    pk2_rm8(r0 + 16 + 32 * (uint64_t)c, rs, q);
+                    pk2_rm8(r0 + 32 + 32 * (uint64_t)c, rs, q + 4);
+                }
+                const int j0 = 2 * c, j1 = 2 * c + 1;
+                const __m256i s0 = _mm256_and_si256(_mm256_srlv_epi32(sc4[j0 / 4], _mm256_set1_epi32(8 * (j0 % 4))), byte);
+                const __m256i s1 = _mm256_and_si256(_mm256_srlv_epi32(sc4[j1 / 4], _mm256_set1_epi32(8 * (j1 % 4))), byte);
+                const __m256 ds0 = _mm256_mul_ps(d, _mm256_cvtepi32_ps(s0)), ds1 = _mm256_mul_ps(d, _mm256_cvtepi32_ps(s1));
+                __m256i mm0 = _mm256_and_si256(_mm256_srlv_epi32(mn4[j0 / 4], _mm256_set1_epi32(8 * (j0 % 4))), byte);
+                __m256i mm1 = _mm256_and_si256(_mm256_srlv_epi32(mn4[j1 / 4], _mm256_set1_epi32(8 * (j1 % 4))), byte);
+                mm0 = _mm256_or_si256(mm0, _mm256_slli_epi32(mm0, 16)); /* (m, m) int16 pairs */
+                mm1 = _mm256_or_si256(mm1, _mm256_slli_epi32(mm1, 16));
+                int32_t x4[16], bs[2];
+                memcpy(x4, xb->qs + 64 * c, 64);
+                memcpy(bs, xb->bsums + 2 * j0, 8);
+                const __m256i a0 = pk2_dot8(q, x4, 0, vnni), a1 = pk2_dot8(q, x4 + 8, 4, vnni);
+                part = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a0), ds0, part);
+                part = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a1), ds1, part);
+                msum = _mm256_add_epi32(msum, _mm256_madd_epi16(mm0, _mm256_set1_epi32(bs[0])));
+                msum = _mm256_add_epi32(msum, _mm256_madd_epi16(mm1, _mm256_set1_epi32(bs[1])));
+            }
+            acc[h] = _mm256_fmadd_ps(part, dx, acc[h]);
+            acc[h] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(dmin, dx), acc[h]);
+        }
+    }
+    _mm256_storeu_ps(y, acc[0]);
+    _mm256_storeu_ps(y + 8, acc[1]);
+}
+
+#define PK2_Q4K(NAME, PK, VNNI)                                                                                  \
+    MD_INLINE void NAME(int64_t nb, const int T, const uint8_t *w, uint64_t rs, const uint8_t *x, uint64_t xs,   \
+                        float *y, int64_t ys) {                                                                 \
+        (void)T, (void)xs, (void)ys;                                                                            \
+        pk2_tile_q4k(nb, PK, w, rs, x, y, VNNI);                                                                \
+    }
+PK2_Q4K(pk2p_q4_k, 1, 0)
+PK2_Q4K(pk2r_q4_k, 0, 0)
+PK2_Q4K(pk2pv_q4_k, 1, 1)
+PK2_Q4K(pk2rv_q4_k, 0, 1)
+CLB_DEFINE_PGEMM(pgemm2_q4_k, CLB_QK_K, 1, pk2p_q4_k)
+CLB_DEFINE_PGEMM(rgemm2_q4_k, CLB_QK_K, 1, pk2r_q4_k)
+CLB_DEFINE_PGEMM(pgemm2_q4_k_vnni, CLB_QK_K, 1, pk2pv_q4_k)
+CLB_DEFINE_PGEMM(rgemm2_q4_k_vnni, CLB_QK_K, 1, pk2rv_q4_k)
+
 void clb_kernels_fill_avx2_pack(clb_pgemm_fn *pgemm, clb_pgemm_fn *rgemm, bool vnni) {
+    pgemm[CLB_DT_Q4_K] = vnni ? pgemm2_q4_k_vnni : pgemm2_q4_k;
+    rgemm[CLB_DT_Q4_K] = vnni ? rgemm2_q4_k_vnni : rgemm2_q4_k;
     pgemm[CLB_DT_Q4_0] = vnni ? pgemm2_q4_0_vnni : pgemm2_q4_0;
     rgemm[CLB_DT_Q4_0] = vnni ? rgemm2_q4_0_vnni : rgemm2_q4_0;
     pgemm[CLB_DT_Q8_0] = vnni ? pgemm2_q8_0_vnni : pgemm2_q8_0;

@@ -178,7 +178,7 @@ static void test_packed_x86_tables_agree(void **state) {
     (void)state;
     const clb_kernels *z = clb_kernels_by_isa("avx512");
     const char *const narrow[] = {"avx2", "avx2+vnni"};
-    const clb_dtype ts[] = {CLB_DT_Q4_0, CLB_DT_Q8_0, CLB_DT_IQ4_NL, CLB_DT_MXFP4};
+    const clb_dtype ts[] = {CLB_DT_Q4_0, CLB_DT_Q8_0, CLB_DT_Q4_K, CLB_DT_IQ4_NL, CLB_DT_MXFP4};
     int pairs = 0;
     for (size_t i = 0; z && i < CLB_ARRAY_LEN(narrow); i++) {
         const clb_kernels *a = clb_kernels_by_isa(narrow[i]);
