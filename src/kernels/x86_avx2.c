@@ -933,11 +933,12 @@ static void fa_vacc_q4_0_deq_avx2(int64_t d, int nq, int nk, const float *p, int
  * are one vector each, from the packed layout (one load) or from 8 row-major rows (loads
  * and a 4 x 8 transpose in registers: the same operands, so both give the same bits).
  * Dot products against the token's dword k broadcast: Q4_0 as unsigned nibbles, seeded with
- * the activation's -8 * sum(q); the signed weights (Q8_0, and the codebook values of IQ4_NL /
- * MXFP4 by one byte shuffle) as |w| times x with w's sign. maddubs + madd (AVX2) and VPDPBUSD
- * (AVX-VNNI) give the same exact integer sums (Q4_0: 8 maddubs pairs of <= 2 x 15 x 127 add up
- * below 32767; signed: |w| <= 128, each pair below 32767 and widened at once); then one
- * conversion and one FMA by the 8 row scales times the token's block scale. */
+ * the activation's -8 * sum(q), and MXFP4 the same way with its codebook values + 12 (0..24,
+ * by one byte shuffle) and -12 * sum(q); the signed weights (Q8_0, IQ4_NL's codebook values)
+ * as |w| times x with w's sign. maddubs + madd (AVX2) and VPDPBUSD (AVX-VNNI) give the same
+ * exact integer sums (int16 sums of maddubs pairs stay below 32767: 8 of <= 2 x 15 x 128 for
+ * Q4_0, 4 of <= 2 x 24 x 128 for MXFP4; signed: |w| <= 128, each pair widened at once); then
+ * one conversion and one FMA by the 8 row scales times the token's block scale. */
 enum { PK2_Q4_0, PK2_Q8_0, PK2_IQ4_NL, PK2_MXFP4 };
 #define PK2_PREFETCH 2048
 #define CLB_UNROLL_8 _Pragma("GCC unroll 8")
@@ -978,8 +979,13 @@ MD_INLINE void pk2_tile(int64_t nb, const int T, const int kind, const int PK, c
     const uint64_t bb = Q8 ? sizeof(clb_block_q8_0) : MX ? sizeof(clb_block_mxfp4) : sizeof(clb_block_q4_0);
     const uint64_t head = MX ? 1 : 2, bstride = CLB_PACK_ROWS * bb; /* bytes of a row's block scale */
     const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
-    const __m256i lut = _mm256_broadcastsi128_si256(
-        _mm_loadu_si128((const __m128i *)(const void *)(MX ? clb_kvalues_mxfp4 : clb_kvalues_iq4nl)));
+    /* U: unsigned weights against the token's quants plus a correction: Q4_0 nibbles (-8 sum(q)),
+       MXFP4 codebook values + 12 (0..24; -12 sum(q) = 3/2 of Q4_0's) */
+    const int U = kind == PK2_Q4_0 || MX;
+    const __m256i lut = _mm256_add_epi8(
+        _mm256_broadcastsi128_si256(
+            _mm_loadu_si128((const __m128i *)(const void *)(MX ? clb_kvalues_mxfp4 : clb_kvalues_iq4nl))),
+        _mm256_set1_epi8(MX ? 12 : 0));
     __m256 acc[2][2];
     CLB_UNROLL
     for (int t = 0; t < T; t++) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
@@ -995,6 +1001,7 @@ MD_INLINE void pk2_tile(int64_t nb, const int T, const int kind, const int PK, c
             memcpy(x4[t], xt + (uint64_t)b * sizeof(clb_block_q8_0) + 2, 32);
             memcpy(&dx[t], xt + xoff + 4 * (uint64_t)b, 4);
             memcpy(&corr[t], xt + xoff + 4 * (uint64_t)(nb + b), 4);
+            if (MX) corr[t] = corr[t] / 2 * 3;
         }
         CLB_UNROLL
         for (int h = 0; h < 2; h++) {
@@ -1031,22 +1038,28 @@ MD_INLINE void pk2_tile(int64_t nb, const int T, const int kind, const int PK, c
                     if (CB) W[g + 4] = _mm256_shuffle_epi8(lut, W[g + 4]), W[g] = _mm256_shuffle_epi8(lut, W[g]);
                 }
             __m256i A[8];
-            if (kind != PK2_Q4_0)
+            if (!U)
                 CLB_UNROLL_8
                 for (int k = 0; k < 8; k++) A[k] = _mm256_abs_epi8(W[k]);
             CLB_UNROLL
             for (int t = 0; t < T; t++) {
                 __m256i a;
-                if (kind == PK2_Q4_0 && vnni) {
+                if (U && vnni) {
                     a = _mm256_set1_epi32(corr[t]);
                     CLB_UNROLL_8
                     for (int k = 0; k < 8; k++) a = pk2_dpbusd(a, W[k], _mm256_set1_epi32(x4[t][k]));
-                } else if (kind == PK2_Q4_0) {
-                    __m256i s = _mm256_maddubs_epi16(W[0], _mm256_set1_epi32(x4[t][0]));
-                    CLB_UNROLL_8
-                    for (int k = 1; k < 8; k++)
-                        s = _mm256_add_epi16(s, _mm256_maddubs_epi16(W[k], _mm256_set1_epi32(x4[t][k])));
-                    a = _mm256_add_epi32(_mm256_madd_epi16(s, ones), _mm256_set1_epi32(corr[t]));
+                } else if (U) { /* int16 sums of maddubs pairs: 8 of <= 2 x 15 x 127 (Q4_0), 4 of <= 2 x 24 x 127 */
+                    __m256i s[2];
+                    CLB_UNROLL
+                    for (int g = 0; g < 2; g++) {
+                        s[g] = _mm256_maddubs_epi16(W[4 * g], _mm256_set1_epi32(x4[t][4 * g]));
+                        CLB_UNROLL
+                        for (int k = 4 * g + 1; k < 4 * g + 4; k++)
+                            s[g] = _mm256_add_epi16(s[g], _mm256_maddubs_epi16(W[k], _mm256_set1_epi32(x4[t][k])));
+                    }
+                    a = MX ? _mm256_add_epi32(_mm256_madd_epi16(s[0], ones), _mm256_madd_epi16(s[1], ones))
+                           : _mm256_madd_epi16(_mm256_add_epi16(s[0], s[1]), ones);
+                    a = _mm256_add_epi32(a, _mm256_set1_epi32(corr[t]));
                 } else {
                     a = _mm256_setzero_si256();
                     CLB_UNROLL_8
