@@ -473,12 +473,14 @@ static void quantize_q8_k(const float *src, void *dst, int64_t n) {
    them in a stack array otherwise and every FMA goes through a store and a reload) */
 #define CLB_UNROLL _Pragma("GCC unroll 4")
 
+/* acc + VPDPBUSD(u, s), the AVX-VNNI (VEX) form */
+MD_INLINE __m256i dpbusd_acc(__m256i acc, __m256i u, __m256i s) {
+    __asm__("%{vex%} vpdpbusd %2, %1, %0" : "+x"(acc) : "x"(u), "x"(s));
+    return acc;
+}
+
 MD_INLINE __m256i dot_us(__m256i u, __m256i s, const int vnni) {
-    if (vnni) {
-        __m256i acc = _mm256_setzero_si256();
-        __asm__("%{vex%} vpdpbusd %2, %1, %0" : "+x"(acc) : "x"(u), "x"(s));
-        return acc;
-    }
+    if (vnni) return dpbusd_acc(_mm256_setzero_si256(), u, s);
     return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
 }
 
@@ -722,11 +724,6 @@ CLB_FA_SCORES_MDOT(fa_scores_mdot_q8_0_vnni, mdot_q8_0_vnni)
    whatever its lane, group and tile. */
 enum { FA8_K = 8, FA8_Q = 8, FA8_MAXB = 64 }; /* keys per register, queries per pass, d <= 2048 */
 
-MD_INLINE __m256i dpbusd_acc(__m256i acc, __m256i u, __m256i s) {
-    __asm__("%{vex%} vpdpbusd %2, %1, %0" : "+x"(acc) : "x"(u), "x"(s));
-    return acc;
-}
-
 MD_INLINE __m256i bcast_dword(const uint8_t *p) {
     int32_t v;
     memcpy(&v, p, 4);
@@ -943,11 +940,6 @@ enum { PK2_Q4_0, PK2_Q8_0, PK2_IQ4_NL, PK2_MXFP4 };
 #define PK2_PREFETCH 2048
 #define CLB_UNROLL_8 _Pragma("GCC unroll 8")
 
-MD_INLINE __m256i pk2_dpbusd(__m256i acc, __m256i u, __m256i s) {
-    __asm__("%{vex%} vpdpbusd %2, %1, %0" : "+x"(acc) : "x"(u), "x"(s));
-    return acc;
-}
-
 /* 8 E8M0 exponents -> clb_e8m0_to_fp32_half of each, as e8m0_half */
 MD_INLINE __m256 pk2_e8m0(__m128i e8) {
     const __m256i e = _mm256_cvtepu8_epi32(e8);
@@ -1047,7 +1039,7 @@ MD_INLINE void pk2_tile(int64_t nb, const int T, const int kind, const int PK, c
                 if (U && vnni) {
                     a = _mm256_set1_epi32(corr[t]);
                     CLB_UNROLL_8
-                    for (int k = 0; k < 8; k++) a = pk2_dpbusd(a, W[k], _mm256_set1_epi32(x4[t][k]));
+                    for (int k = 0; k < 8; k++) a = dpbusd_acc(a, W[k], _mm256_set1_epi32(x4[t][k]));
                 } else if (U) { /* int16 sums of maddubs pairs: 8 of <= 2 x 15 x 127 (Q4_0), 4 of <= 2 x 24 x 127 */
                     __m256i s[2];
                     CLB_UNROLL
@@ -1065,7 +1057,7 @@ MD_INLINE void pk2_tile(int64_t nb, const int T, const int kind, const int PK, c
                     CLB_UNROLL_8
                     for (int k = 0; k < 8; k++) {
                         const __m256i sx = _mm256_sign_epi8(_mm256_set1_epi32(x4[t][k]), W[k]);
-                        a = vnni ? pk2_dpbusd(a, A[k], sx)
+                        a = vnni ? dpbusd_acc(a, A[k], sx)
                                  : _mm256_add_epi32(a, _mm256_madd_epi16(_mm256_maddubs_epi16(A[k], sx), ones));
                     }
                 }
@@ -1111,7 +1103,7 @@ MD_INLINE __m256i pk2_dot8(const __m256i *q, const int32_t *x4, const int shift,
         __m256i a = _mm256_setzero_si256();
         CLB_UNROLL_8
         for (int k = 0; k < 8; k++)
-            a = pk2_dpbusd(a, _mm256_and_si256(_mm256_srli_epi16(q[k], shift), m4), _mm256_set1_epi32(x4[k]));
+            a = dpbusd_acc(a, _mm256_and_si256(_mm256_srli_epi16(q[k], shift), m4), _mm256_set1_epi32(x4[k]));
         return a;
     }
     __m256i s = _mm256_setzero_si256();
@@ -1120,6 +1112,11 @@ MD_INLINE __m256i pk2_dot8(const __m256i *q, const int32_t *x4, const int shift,
         s = _mm256_add_epi16(s, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q[k], shift), m4),
                                                      _mm256_set1_epi32(x4[k])));
     return _mm256_madd_epi16(s, _mm256_set1_epi16(1));
+}
+
+/* the fp16 value in the low 16 bits of each 32-bit lane (the high bits zero), as floats */
+MD_INLINE __m256 pk2_fp16_lanes(__m256i v) {
+    return _mm256_cvtph_ps(_mm_packus_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1)));
 }
 
 MD_INLINE void pk2_tile_q4k(int64_t nsb, const int PK, const uint8_t *w, uint64_t rs, const uint8_t *x, float *y,
@@ -1145,10 +1142,8 @@ MD_INLINE void pk2_tile_q4k(int64_t nsb, const int PK, const uint8_t *w, uint64_
                 pk2_rm8(r0, rs, hd);
             }
             const __m256i dd = hd[0], u0 = hd[1], u1 = hd[2], u2 = hd[3];
-            const __m256 d = _mm256_cvtph_ps(_mm256_castsi256_si128(_mm256_permute4x64_epi64(
-                _mm256_packus_epi32(_mm256_and_si256(dd, _mm256_set1_epi32(0xFFFF)), _mm256_setzero_si256()), 0x08)));
-            const __m256 dmin = _mm256_cvtph_ps(_mm256_castsi256_si128(
-                _mm256_permute4x64_epi64(_mm256_packus_epi32(_mm256_srli_epi32(dd, 16), _mm256_setzero_si256()), 0x08)));
+            const __m256 d = pk2_fp16_lanes(_mm256_and_si256(dd, _mm256_set1_epi32(0xFFFF)));
+            const __m256 dmin = pk2_fp16_lanes(_mm256_srli_epi32(dd, 16));
             const __m256i sc4[2] = {_mm256_and_si256(u0, m6), _mm256_or_si256(_mm256_and_si256(u2, m4),
                                                                             _mm256_and_si256(_mm256_srli_epi32(u0, 2), m30))};
             const __m256i mn4[2] = {_mm256_and_si256(u1, m6),
