@@ -948,6 +948,13 @@ MD_INLINE __m256 pk2_e8m0(__m128i e8) {
     return _mm256_castsi256_ps(_mm256_blendv_epi8(big, small, _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e)));
 }
 
+/* dword k of the quants at q, in every lane */
+MD_INLINE __m256i pk2_bx(const uint8_t *q, int k) {
+    int32_t v;
+    memcpy(&v, q + 4 * k, 4);
+    return _mm256_set1_epi32(v);
+}
+
 /* the 16 bytes at p of the 8 rows rs bytes apart: out[k] lane j = dword k of row j */
 MD_INLINE void pk2_rm8(const uint8_t *p, uint64_t rs, __m256i out[4]) {
     __m256i v[4];
@@ -985,12 +992,13 @@ MD_INLINE void pk2_tile(int64_t nb, const int T, const int kind, const int PK, c
         const uint8_t *wb = PK ? w + (uint64_t)b * bstride : w + (uint64_t)b * bb;
         if (PK)
             for (uint64_t o = 0; o < bstride; o += 64) _mm_prefetch((const char *)(wb + PK2_PREFETCH + o), _MM_HINT_T0);
-        int32_t x4[2][8], corr[2];
+        const uint8_t *xq[2]; /* the token's 32 quants of block b: broadcast from there, not from a copy */
+        int32_t corr[2];
         float dx[2];
         CLB_UNROLL
         for (int t = 0; t < T; t++) {
             const uint8_t *xt = x + (uint64_t)t * xs;
-            memcpy(x4[t], xt + (uint64_t)b * sizeof(clb_block_q8_0) + 2, 32);
+            xq[t] = xt + (uint64_t)b * sizeof(clb_block_q8_0) + 2;
             memcpy(&dx[t], xt + xoff + 4 * (uint64_t)b, 4);
             memcpy(&corr[t], xt + xoff + 4 * (uint64_t)(nb + b), 4);
             if (MX) corr[t] = corr[t] / 2 * 3;
@@ -1039,15 +1047,15 @@ MD_INLINE void pk2_tile(int64_t nb, const int T, const int kind, const int PK, c
                 if (U && vnni) {
                     a = _mm256_set1_epi32(corr[t]);
                     CLB_UNROLL_8
-                    for (int k = 0; k < 8; k++) a = dpbusd_acc(a, W[k], _mm256_set1_epi32(x4[t][k]));
+                    for (int k = 0; k < 8; k++) a = dpbusd_acc(a, W[k], pk2_bx(xq[t], k));
                 } else if (U) { /* int16 sums of maddubs pairs: 8 of <= 2 x 15 x 127 (Q4_0), 4 of <= 2 x 24 x 127 */
                     __m256i s[2];
                     CLB_UNROLL
                     for (int g = 0; g < 2; g++) {
-                        s[g] = _mm256_maddubs_epi16(W[4 * g], _mm256_set1_epi32(x4[t][4 * g]));
+                        s[g] = _mm256_maddubs_epi16(W[4 * g], pk2_bx(xq[t], 4 * g));
                         CLB_UNROLL
                         for (int k = 4 * g + 1; k < 4 * g + 4; k++)
-                            s[g] = _mm256_add_epi16(s[g], _mm256_maddubs_epi16(W[k], _mm256_set1_epi32(x4[t][k])));
+                            s[g] = _mm256_add_epi16(s[g], _mm256_maddubs_epi16(W[k], pk2_bx(xq[t], k)));
                     }
                     a = MX ? _mm256_add_epi32(_mm256_madd_epi16(s[0], ones), _mm256_madd_epi16(s[1], ones))
                            : _mm256_madd_epi16(_mm256_add_epi16(s[0], s[1]), ones);
@@ -1056,7 +1064,7 @@ MD_INLINE void pk2_tile(int64_t nb, const int T, const int kind, const int PK, c
                     a = _mm256_setzero_si256();
                     CLB_UNROLL_8
                     for (int k = 0; k < 8; k++) {
-                        const __m256i sx = _mm256_sign_epi8(_mm256_set1_epi32(x4[t][k]), W[k]);
+                        const __m256i sx = _mm256_sign_epi8(pk2_bx(xq[t], k), W[k]);
                         a = vnni ? dpbusd_acc(a, A[k], sx)
                                  : _mm256_add_epi32(a, _mm256_madd_epi16(_mm256_maddubs_epi16(A[k], sx), ones));
                     }
