@@ -191,11 +191,15 @@ void clb_join16(const uint8_t *in, uint8_t *out, size_t n) {
    picks its code by the CPU at run time (VAES + VPCLMULQDQ on AVX-512 machines: 17.8 GB/s
    per core against libcrypto 3.0's 4.5 here, docs/benchmarks.md). Both write the same bytes
    (GCM is GCM): test_container_v2 encrypts with each and decrypts with the other.
-   COLIBRI_AES=libcrypto chooses libcrypto. A codec keeps the backend it was made with. */
+   Chosen by default only where ipsec-mb runs its AVX-512 code: its AVX2 code (no VAES) is
+   slower than libcrypto's on an AVX2-only Zen 3 (codec_bench decrypt 1.90 against 2.66 GB/s;
+   Mixtral-shaped encrypted file under the 1.5 GiB cap 2.22 / 2.45 against 2.83 / 2.72 tok/s).
+   COLIBRI_AES=libcrypto or ipsec-mb chooses. A codec keeps the backend it was made with. */
 
 #ifdef CLB_HAVE_IPSEC_MB
 static IMB_MGR *imb_mgr;
 static const char *imb_arch = "ipsec-mb";
+static bool imb_default; /* its AVX-512 code: faster than libcrypto */
 static pthread_once_t imb_once = PTHREAD_ONCE_INIT;
 static void imb_start(void) {
     IMB_MGR *m = alloc_mb_mgr(0);
@@ -208,6 +212,7 @@ static void imb_start(void) {
     }
     imb_arch = arch == IMB_ARCH_AVX512 ? "ipsec-mb avx512" : arch == IMB_ARCH_AVX2 ? "ipsec-mb avx2"
                : arch == IMB_ARCH_AVX ? "ipsec-mb avx" : "ipsec-mb sse";
+    imb_default = arch == IMB_ARCH_AVX512;
     imb_mgr = m;
 }
 #endif
@@ -226,7 +231,8 @@ static int aes_backend(void) {
     if (aes_forced >= 0) return aes_forced == CLB_AES_IPSEC_MB && imb_mgr ? CLB_AES_IPSEC_MB : CLB_AES_LIBCRYPTO;
     const char *e = getenv("COLIBRI_AES");
     if (e && strcmp(e, "libcrypto") == 0) return CLB_AES_LIBCRYPTO;
-    return imb_mgr ? CLB_AES_IPSEC_MB : CLB_AES_LIBCRYPTO;
+    if (e && strcmp(e, "ipsec-mb") == 0) return imb_mgr ? CLB_AES_IPSEC_MB : CLB_AES_LIBCRYPTO;
+    return imb_mgr && imb_default ? CLB_AES_IPSEC_MB : CLB_AES_LIBCRYPTO;
 #else
     return CLB_AES_LIBCRYPTO;
 #endif
