@@ -935,7 +935,9 @@ static void fa_vacc_q4_0_deq_avx2(int64_t d, int nq, int nk, const float *p, int
  * as |w| times x with w's sign. maddubs + madd (AVX2) and VPDPBUSD (AVX-VNNI) give the same
  * exact integer sums (int16 sums of maddubs pairs stay below 32767: 8 of <= 2 x 15 x 128 for
  * Q4_0, 4 of <= 2 x 24 x 128 for MXFP4; signed: |w| <= 128, each pair widened at once); then
- * one conversion and one FMA by the 8 row scales times the token's block scale. */
+ * one conversion and one FMA by the 8 row scales times the token's block scale. The int16
+ * sums are saturating adds: the same values (nothing saturates, by those bounds), but GCC
+ * cannot reassociate them into wider trees of live products, which spilled to the stack. */
 enum { PK2_Q4_0, PK2_Q8_0, PK2_IQ4_NL, PK2_MXFP4 };
 #define PK2_PREFETCH 2048
 #define CLB_UNROLL_8 _Pragma("GCC unroll 8")
@@ -970,7 +972,7 @@ MD_INLINE void pk2_rm8(const uint8_t *p, uint64_t rs, __m256i out[4]) {
     out[3] = _mm256_unpackhi_epi64(t1, t3);
 }
 
-/* one group (PK: packed at w; else row-major rows rs bytes apart) against T <= 2 tokens */
+/* one group (PK: packed at w; else row-major rows rs bytes apart) against T <= 4 tokens */
 MD_INLINE void pk2_tile(int64_t nb, const int T, const int kind, const int PK, const uint8_t *w, uint64_t rs,
                         const uint8_t *x, uint64_t xs, float *y, int64_t ys, const int vnni) {
     const uint64_t xoff = clb_q8x_offset(nb * CLB_QK);
@@ -985,98 +987,145 @@ MD_INLINE void pk2_tile(int64_t nb, const int T, const int kind, const int PK, c
         _mm256_broadcastsi128_si256(
             _mm_loadu_si128((const __m128i *)(const void *)(MX ? clb_kvalues_mxfp4 : clb_kvalues_iq4nl))),
         _mm256_set1_epi8(MX ? 12 : 0));
-    __m256 acc[2][2];
-    CLB_UNROLL
-    for (int t = 0; t < T; t++) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *wb = PK ? w + (uint64_t)b * bstride : w + (uint64_t)b * bb;
-        if (PK)
-            for (uint64_t o = 0; o < bstride; o += 64) _mm_prefetch((const char *)(wb + PK2_PREFETCH + o), _MM_HINT_T0);
-        const uint8_t *xq[2]; /* the token's 32 quants of block b: broadcast from there, not from a copy */
-        int32_t corr[2];
-        float dx[2];
+    /* HS halves (8 rows each) per pass over the blocks: with 1 or 2 tokens both halves at once
+       (the weights' loads and the token's broadcasts shared), with 3 or 4 one half per pass, so
+       that its 8 weight vectors, the T accumulators and a token's partial sums fit the 16
+       registers (both halves of 4 tokens spilled to the stack; kbench q4_0 at 4 tokens 50 -> 64
+       GMAC/s in L2); the second pass reads the group from L1 / L2 */
+    const int HS = T >= 3 ? 1 : 2;
+    for (int hp = 0; hp < 2; hp += HS) {
+        __m256 acc[2][4];
         CLB_UNROLL
-        for (int t = 0; t < T; t++) {
-            const uint8_t *xt = x + (uint64_t)t * xs;
-            xq[t] = xt + (uint64_t)b * sizeof(clb_block_q8_0) + 2;
-            memcpy(&dx[t], xt + xoff + 4 * (uint64_t)b, 4);
-            memcpy(&corr[t], xt + xoff + 4 * (uint64_t)(nb + b), 4);
-            if (MX) corr[t] = corr[t] / 2 * 3;
-        }
-        CLB_UNROLL
-        for (int h = 0; h < 2; h++) {
-            __m256 dw;
-            __m256i W[8];
-            if (PK) {
-                dw = MX ? pk2_e8m0(_mm_loadl_epi64((const __m128i *)(wb + 8 * h)))
-                        : _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(wb + 16 * h)));
-                CLB_UNROLL_8
-                for (int k = 0; k < 8; k++)
-                    if (Q8 || k < 4) W[k] = LD256(wb + 16 * head + 64 * k + 32 * h);
-                if (Q8) /* stored + 128 */
-                    CLB_UNROLL_8
-                    for (int k = 0; k < 8; k++) W[k] = _mm256_xor_si256(W[k], _mm256_set1_epi8((char)0x80));
-            } else {
-                const uint8_t *r0 = wb + (uint64_t)(8 * h) * rs;
-                if (MX) {
-                    uint8_t e[8];
-                    for (int i = 0; i < 8; i++) e[i] = r0[(uint64_t)i * rs];
-                    dw = pk2_e8m0(_mm_loadl_epi64((const __m128i *)e));
-                } else {
-                    uint16_t d16[8];
-                    for (int i = 0; i < 8; i++) memcpy(&d16[i], r0 + (uint64_t)i * rs, 2);
-                    dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)d16));
-                }
-                pk2_rm8(r0 + head, rs, W);
-                if (Q8) pk2_rm8(r0 + head + 16, rs, W + 4);
-            }
-            if (!Q8)
-                CLB_UNROLL
-                for (int g = 3; g >= 0; g--) {
-                    W[g + 4] = _mm256_and_si256(_mm256_srli_epi16(W[g], 4), m4);
-                    W[g] = _mm256_and_si256(W[g], m4);
-                    if (CB) W[g + 4] = _mm256_shuffle_epi8(lut, W[g + 4]), W[g] = _mm256_shuffle_epi8(lut, W[g]);
-                }
-            __m256i A[8];
-            if (!U)
-                CLB_UNROLL_8
-                for (int k = 0; k < 8; k++) A[k] = _mm256_abs_epi8(W[k]);
+        for (int hh = 0; hh < HS; hh++)
+            CLB_UNROLL
+            for (int t = 0; t < T; t++) acc[hh][t] = _mm256_setzero_ps();
+        for (int64_t b = 0; b < nb; b++) {
+            const uint8_t *wb = PK ? w + (uint64_t)b * bstride : w + (uint64_t)b * bb;
+            if (PK && hp == 0)
+                for (uint64_t o = 0; o < bstride; o += 64) _mm_prefetch((const char *)(wb + PK2_PREFETCH + o), _MM_HINT_T0);
+            const uint8_t *xq[4]; /* the token's 32 quants of block b: broadcast from there, not from a copy */
+            int32_t corr[4];
+            float dx[4];
             CLB_UNROLL
             for (int t = 0; t < T; t++) {
-                __m256i a;
-                if (U && vnni) {
-                    a = _mm256_set1_epi32(corr[t]);
-                    CLB_UNROLL_8
-                    for (int k = 0; k < 8; k++) a = dpbusd_acc(a, W[k], pk2_bx(xq[t], k));
-                } else if (U) { /* int16 sums of maddubs pairs: 8 of <= 2 x 15 x 127 (Q4_0), 4 of <= 2 x 24 x 127 */
-                    __m256i s[2];
+                const uint8_t *xt = x + (uint64_t)t * xs;
+                xq[t] = xt + (uint64_t)b * sizeof(clb_block_q8_0) + 2;
+                memcpy(&dx[t], xt + xoff + 4 * (uint64_t)b, 4);
+                memcpy(&corr[t], xt + xoff + 4 * (uint64_t)(nb + b), 4);
+                if (MX) corr[t] = corr[t] / 2 * 3;
+            }
+            CLB_UNROLL
+            for (int hh = 0; hh < HS; hh++) {
+                const int h = hp + hh;
+                __m256 dw;
+                __m256i W[8];
+                if (PK && U && !vnni && HS == 1) {
+                    /* 3 or 4 tokens, unsigned weights: the low nibbles' 4 vectors against every
+                       token, then the high nibbles' (reloaded from L1), so that 4 weight
+                       vectors, the tokens' int16 sums and the accumulators stay in registers */
+                    dw = MX ? pk2_e8m0(_mm_loadl_epi64((const __m128i *)(wb + 8 * h)))
+                            : _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(wb + 16 * h)));
+                    __m256i st[4];
                     CLB_UNROLL
                     for (int g = 0; g < 2; g++) {
-                        s[g] = _mm256_maddubs_epi16(W[4 * g], pk2_bx(xq[t], 4 * g));
+                        __m256i V[4];
                         CLB_UNROLL
-                        for (int k = 4 * g + 1; k < 4 * g + 4; k++)
-                            s[g] = _mm256_add_epi16(s[g], _mm256_maddubs_epi16(W[k], pk2_bx(xq[t], k)));
+                        for (int k = 0; k < 4; k++) {
+                            const __m256i r = LD256(wb + 16 * head + 64 * k + 32 * h);
+                            V[k] = _mm256_and_si256(g ? _mm256_srli_epi16(r, 4) : r, m4);
+                            if (CB) V[k] = _mm256_shuffle_epi8(lut, V[k]);
+                        }
+                        CLB_UNROLL
+                        for (int t = 0; t < T; t++) {
+                            __m256i sg = _mm256_maddubs_epi16(V[0], pk2_bx(xq[t], 4 * g));
+                            CLB_UNROLL
+                            for (int k = 1; k < 4; k++)
+                                sg = _mm256_adds_epi16(sg, _mm256_maddubs_epi16(V[k], pk2_bx(xq[t], 4 * g + k)));
+                            if (MX) /* 4 of <= 2 x 24 x 127 per int16 sum */
+                                st[t] = g ? _mm256_add_epi32(st[t], _mm256_madd_epi16(sg, ones)) : _mm256_madd_epi16(sg, ones);
+                            else /* 8 of <= 2 x 15 x 127 */
+                                st[t] = g ? _mm256_madd_epi16(_mm256_adds_epi16(st[t], sg), ones) : sg;
+                        }
                     }
-                    a = MX ? _mm256_add_epi32(_mm256_madd_epi16(s[0], ones), _mm256_madd_epi16(s[1], ones))
-                           : _mm256_madd_epi16(_mm256_add_epi16(s[0], s[1]), ones);
-                    a = _mm256_add_epi32(a, _mm256_set1_epi32(corr[t]));
-                } else {
-                    a = _mm256_setzero_si256();
-                    CLB_UNROLL_8
-                    for (int k = 0; k < 8; k++) {
-                        const __m256i sx = _mm256_sign_epi8(pk2_bx(xq[t], k), W[k]);
-                        a = vnni ? dpbusd_acc(a, A[k], sx)
-                                 : _mm256_add_epi32(a, _mm256_madd_epi16(_mm256_maddubs_epi16(A[k], sx), ones));
+                    CLB_UNROLL
+                    for (int t = 0; t < T; t++) {
+                        const __m256i a = _mm256_add_epi32(st[t], _mm256_set1_epi32(corr[t]));
+                        acc[hh][t] =
+                            _mm256_fmadd_ps(_mm256_cvtepi32_ps(a), _mm256_mul_ps(dw, _mm256_set1_ps(dx[t])), acc[hh][t]);
                     }
+                    continue;
                 }
-                acc[t][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a), _mm256_mul_ps(dw, _mm256_set1_ps(dx[t])), acc[t][h]);
+                if (PK) {
+                    dw = MX ? pk2_e8m0(_mm_loadl_epi64((const __m128i *)(wb + 8 * h)))
+                            : _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(wb + 16 * h)));
+                    CLB_UNROLL_8
+                    for (int k = 0; k < 8; k++)
+                        if (Q8 || k < 4) W[k] = LD256(wb + 16 * head + 64 * k + 32 * h);
+                    if (Q8) /* stored + 128 */
+                        CLB_UNROLL_8
+                        for (int k = 0; k < 8; k++) W[k] = _mm256_xor_si256(W[k], _mm256_set1_epi8((char)0x80));
+                } else {
+                    const uint8_t *r0 = wb + (uint64_t)(8 * h) * rs;
+                    if (MX) {
+                        uint8_t e[8];
+                        for (int i = 0; i < 8; i++) e[i] = r0[(uint64_t)i * rs];
+                        dw = pk2_e8m0(_mm_loadl_epi64((const __m128i *)e));
+                    } else {
+                        uint16_t d16[8];
+                        for (int i = 0; i < 8; i++) memcpy(&d16[i], r0 + (uint64_t)i * rs, 2);
+                        dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)d16));
+                    }
+                    pk2_rm8(r0 + head, rs, W);
+                    if (Q8) pk2_rm8(r0 + head + 16, rs, W + 4);
+                }
+                if (!Q8)
+                    CLB_UNROLL
+                    for (int g = 3; g >= 0; g--) {
+                        W[g + 4] = _mm256_and_si256(_mm256_srli_epi16(W[g], 4), m4);
+                        W[g] = _mm256_and_si256(W[g], m4);
+                        if (CB) W[g + 4] = _mm256_shuffle_epi8(lut, W[g + 4]), W[g] = _mm256_shuffle_epi8(lut, W[g]);
+                    }
+                __m256i A[8];
+                if (!U)
+                    CLB_UNROLL_8
+                    for (int k = 0; k < 8; k++) A[k] = _mm256_abs_epi8(W[k]);
+                CLB_UNROLL
+                for (int t = 0; t < T; t++) {
+                    __m256i a;
+                    if (U && vnni) {
+                        a = _mm256_set1_epi32(corr[t]);
+                        CLB_UNROLL_8
+                        for (int k = 0; k < 8; k++) a = dpbusd_acc(a, W[k], pk2_bx(xq[t], k));
+                    } else if (U) { /* int16 sums of maddubs pairs: 8 of <= 2 x 15 x 127 (Q4_0), 4 of <= 2 x 24 x 127 */
+                        __m256i s[2];
+                        CLB_UNROLL
+                        for (int g = 0; g < 2; g++) {
+                            s[g] = _mm256_maddubs_epi16(W[4 * g], pk2_bx(xq[t], 4 * g));
+                            CLB_UNROLL
+                            for (int k = 4 * g + 1; k < 4 * g + 4; k++)
+                                s[g] = _mm256_adds_epi16(s[g], _mm256_maddubs_epi16(W[k], pk2_bx(xq[t], k)));
+                        }
+                        a = MX ? _mm256_add_epi32(_mm256_madd_epi16(s[0], ones), _mm256_madd_epi16(s[1], ones))
+                               : _mm256_madd_epi16(_mm256_adds_epi16(s[0], s[1]), ones);
+                        a = _mm256_add_epi32(a, _mm256_set1_epi32(corr[t]));
+                    } else {
+                        a = _mm256_setzero_si256();
+                        CLB_UNROLL_8
+                        for (int k = 0; k < 8; k++) {
+                            const __m256i sx = _mm256_sign_epi8(pk2_bx(xq[t], k), W[k]);
+                            a = vnni ? dpbusd_acc(a, A[k], sx)
+                                     : _mm256_add_epi32(a, _mm256_madd_epi16(_mm256_maddubs_epi16(A[k], sx), ones));
+                        }
+                    }
+                    acc[hh][t] =
+                        _mm256_fmadd_ps(_mm256_cvtepi32_ps(a), _mm256_mul_ps(dw, _mm256_set1_ps(dx[t])), acc[hh][t]);
+                }
             }
         }
-    }
-    CLB_UNROLL
-    for (int t = 0; t < T; t++) {
-        _mm256_storeu_ps(y + (int64_t)t * ys, acc[t][0]);
-        _mm256_storeu_ps(y + (int64_t)t * ys + 8, acc[t][1]);
+        CLB_UNROLL
+        for (int hh = 0; hh < HS; hh++)
+            CLB_UNROLL
+            for (int t = 0; t < T; t++) _mm256_storeu_ps(y + (int64_t)t * ys + 8 * (hp + hh), acc[hh][t]);
     }
 }
 
@@ -1090,7 +1139,7 @@ MD_INLINE void pk2_tile(int64_t nb, const int T, const int kind, const int PK, c
                                uint64_t xs, float *y, int64_t ys) { pk2_tile(nb, T, K, 1, w, rs, x, xs, y, ys, 1); } \
     MD_INLINE void pk2rv_##NAME(int64_t nb, const int T, const uint8_t *w, uint64_t rs, const uint8_t *x,         \
                                uint64_t xs, float *y, int64_t ys) { pk2_tile(nb, T, K, 0, w, rs, x, xs, y, ys, 1); } \
-    CLB_DEFINE_PGEMM(pgemm2_##NAME, CLB_QK, 2, pk2p_##NAME)                                                     \
+    CLB_DEFINE_PGEMM(pgemm2_##NAME, CLB_QK, 4, pk2p_##NAME)                                                     \
     CLB_DEFINE_PGEMM(rgemm2_##NAME, CLB_QK, 2, pk2r_##NAME)                                                     \
     CLB_DEFINE_PGEMM(pgemm2_##NAME##_vnni, CLB_QK, 2, pk2pv_##NAME)                                             \
     CLB_DEFINE_PGEMM(rgemm2_##NAME##_vnni, CLB_QK, 2, pk2rv_##NAME)
