@@ -1154,20 +1154,19 @@ PK2_DEFINE(mxfp4, PK2_MXFP4)
  * products exactly (maddubs pairs of <= 2 x 15 x 128, 8 of them below 32767, then one madd;
  * or VPDPBUSD), the mins' sum by madd of the (m, m) int16 pairs against the token's bsums
  * pair; then the AVX-512 kernel's float steps in its order, so the same bits. */
-MD_INLINE __m256i pk2_dot8(const __m256i *q, const int32_t *x4, const int shift, const int vnni) {
+MD_INLINE __m256i pk2_dot8(const __m256i *q, const uint8_t *xq, const int shift, const int vnni) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     if (vnni) {
         __m256i a = _mm256_setzero_si256();
         CLB_UNROLL_8
-        for (int k = 0; k < 8; k++)
-            a = dpbusd_acc(a, _mm256_and_si256(_mm256_srli_epi16(q[k], shift), m4), _mm256_set1_epi32(x4[k]));
+        for (int k = 0; k < 8; k++) a = dpbusd_acc(a, _mm256_and_si256(_mm256_srli_epi16(q[k], shift), m4), pk2_bx(xq, k));
         return a;
     }
-    __m256i s = _mm256_setzero_si256();
+    /* 8 of <= 2 x 15 x 128: saturating adds that never saturate (see above) */
+    __m256i s = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q[0], shift), m4), pk2_bx(xq, 0));
     CLB_UNROLL_8
-    for (int k = 0; k < 8; k++)
-        s = _mm256_add_epi16(s, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q[k], shift), m4),
-                                                     _mm256_set1_epi32(x4[k])));
+    for (int k = 1; k < 8; k++)
+        s = _mm256_adds_epi16(s, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q[k], shift), m4), pk2_bx(xq, k)));
     return _mm256_madd_epi16(s, _mm256_set1_epi16(1));
 }
 
@@ -1176,18 +1175,23 @@ MD_INLINE __m256 pk2_fp16_lanes(__m256i v) {
     return _mm256_cvtph_ps(_mm_packus_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1)));
 }
 
-MD_INLINE void pk2_tile_q4k(int64_t nsb, const int PK, const uint8_t *w, uint64_t rs, const uint8_t *x, float *y,
-                            const int vnni) {
+/* Q4_K: one group against T <= 2 tokens (more spill: the group's scales, 8 weight vectors
+   and each token's partial sums are live at once); each token's sums in the order of one */
+MD_INLINE void pk2_tile_q4k(int64_t nsb, const int T, const int PK, const uint8_t *w, uint64_t rs, const uint8_t *x,
+                            uint64_t xs, float *y, int64_t ys, const int vnni) {
     const __m256i m4 = _mm256_set1_epi8(0x0F), m6 = _mm256_set1_epi8(0x3F), m30 = _mm256_set1_epi8(0x30);
     const __m256i byte = _mm256_set1_epi32(0xFF);
-    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    __m256 acc[2][2];
+    CLB_UNROLL
+    for (int t = 0; t < T; t++) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
     for (int64_t i = 0; i < nsb; i++) {
         const uint8_t *wb = w + (uint64_t)i * (PK ? CLB_PACK_ROWS * sizeof(clb_block_q4_k) : sizeof(clb_block_q4_k));
         if (PK)
             for (uint64_t o = 0; o < CLB_PACK_ROWS * sizeof(clb_block_q4_k); o += 64)
                 _mm_prefetch((const char *)(wb + PK2_PREFETCH + o), _MM_HINT_T0);
-        const clb_block_q8_k *xb = (const clb_block_q8_k *)(const void *)x + i;
-        const __m256 dx = _mm256_set1_ps(xb->d);
+        const clb_block_q8_k *xb[2];
+        CLB_UNROLL
+        for (int t = 0; t < T; t++) xb[t] = (const clb_block_q8_k *)(const void *)(x + (uint64_t)t * xs) + i;
         CLB_UNROLL
         for (int h = 0; h < 2; h++) {
             const uint8_t *r0 = wb + (uint64_t)(8 * h) * rs;
@@ -1206,8 +1210,10 @@ MD_INLINE void pk2_tile_q4k(int64_t nsb, const int PK, const uint8_t *w, uint64_
             const __m256i mn4[2] = {_mm256_and_si256(u1, m6),
                                     _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u2, 4), m4),
                                                     _mm256_and_si256(_mm256_srli_epi32(u1, 2), m30))};
-            __m256 part = _mm256_setzero_ps();
-            __m256i msum = _mm256_setzero_si256();
+            __m256 part[2];
+            __m256i msum[2];
+            CLB_UNROLL
+            for (int t = 0; t < T; t++) part[t] = _mm256_setzero_ps(), msum[t] = _mm256_setzero_si256();
             for (int c = 0; c < 4; c++) {
                 __m256i q[8];
                 if (PK) {
@@ -1225,37 +1231,46 @@ MD_INLINE void pk2_tile_q4k(int64_t nsb, const int PK, const uint8_t *w, uint64_
                 __m256i mm1 = _mm256_and_si256(_mm256_srlv_epi32(mn4[j1 / 4], _mm256_set1_epi32(8 * (j1 % 4))), byte);
                 mm0 = _mm256_or_si256(mm0, _mm256_slli_epi32(mm0, 16)); /* (m, m) int16 pairs */
                 mm1 = _mm256_or_si256(mm1, _mm256_slli_epi32(mm1, 16));
-                int32_t x4[16], bs[2];
-                memcpy(x4, xb->qs + 64 * c, 64);
-                memcpy(bs, xb->bsums + 2 * j0, 8);
-                const __m256i a0 = pk2_dot8(q, x4, 0, vnni), a1 = pk2_dot8(q, x4 + 8, 4, vnni);
-                part = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a0), ds0, part);
-                part = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a1), ds1, part);
-                msum = _mm256_add_epi32(msum, _mm256_madd_epi16(mm0, _mm256_set1_epi32(bs[0])));
-                msum = _mm256_add_epi32(msum, _mm256_madd_epi16(mm1, _mm256_set1_epi32(bs[1])));
+                CLB_UNROLL
+                for (int t = 0; t < T; t++) {
+                    int32_t bs[2];
+                    memcpy(bs, xb[t]->bsums + 2 * j0, 8);
+                    const __m256i a0 = pk2_dot8(q, (const uint8_t *)xb[t]->qs + 64 * c, 0, vnni);
+                    const __m256i a1 = pk2_dot8(q, (const uint8_t *)xb[t]->qs + 64 * c + 32, 4, vnni);
+                    part[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a0), ds0, part[t]);
+                    part[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a1), ds1, part[t]);
+                    msum[t] = _mm256_add_epi32(msum[t], _mm256_madd_epi16(mm0, _mm256_set1_epi32(bs[0])));
+                    msum[t] = _mm256_add_epi32(msum[t], _mm256_madd_epi16(mm1, _mm256_set1_epi32(bs[1])));
+                }
             }
-            acc[h] = _mm256_fmadd_ps(part, dx, acc[h]);
-            acc[h] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(dmin, dx), acc[h]);
+            CLB_UNROLL
+            for (int t = 0; t < T; t++) {
+                const __m256 dx = _mm256_set1_ps(xb[t]->d);
+                acc[t][h] = _mm256_fmadd_ps(part[t], dx, acc[t][h]);
+                acc[t][h] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum[t]), _mm256_mul_ps(dmin, dx), acc[t][h]);
+            }
         }
     }
-    _mm256_storeu_ps(y, acc[0]);
-    _mm256_storeu_ps(y + 8, acc[1]);
+    CLB_UNROLL
+    for (int t = 0; t < T; t++) {
+        _mm256_storeu_ps(y + (int64_t)t * ys, acc[t][0]);
+        _mm256_storeu_ps(y + (int64_t)t * ys + 8, acc[t][1]);
+    }
 }
 
 #define PK2_Q4K(NAME, PK, VNNI)                                                                                  \
     MD_INLINE void NAME(int64_t nb, const int T, const uint8_t *w, uint64_t rs, const uint8_t *x, uint64_t xs,   \
                         float *y, int64_t ys) {                                                                 \
-        (void)T, (void)xs, (void)ys;                                                                            \
-        pk2_tile_q4k(nb, PK, w, rs, x, y, VNNI);                                                                \
+        pk2_tile_q4k(nb, T, PK, w, rs, x, xs, y, ys, VNNI);                                                     \
     }
 PK2_Q4K(pk2p_q4_k, 1, 0)
 PK2_Q4K(pk2r_q4_k, 0, 0)
 PK2_Q4K(pk2pv_q4_k, 1, 1)
 PK2_Q4K(pk2rv_q4_k, 0, 1)
-CLB_DEFINE_PGEMM(pgemm2_q4_k, CLB_QK_K, 1, pk2p_q4_k)
-CLB_DEFINE_PGEMM(rgemm2_q4_k, CLB_QK_K, 1, pk2r_q4_k)
-CLB_DEFINE_PGEMM(pgemm2_q4_k_vnni, CLB_QK_K, 1, pk2pv_q4_k)
-CLB_DEFINE_PGEMM(rgemm2_q4_k_vnni, CLB_QK_K, 1, pk2rv_q4_k)
+CLB_DEFINE_PGEMM(pgemm2_q4_k, CLB_QK_K, 2, pk2p_q4_k)
+CLB_DEFINE_PGEMM(rgemm2_q4_k, CLB_QK_K, 2, pk2r_q4_k)
+CLB_DEFINE_PGEMM(pgemm2_q4_k_vnni, CLB_QK_K, 2, pk2pv_q4_k)
+CLB_DEFINE_PGEMM(rgemm2_q4_k_vnni, CLB_QK_K, 2, pk2rv_q4_k)
 
 void clb_kernels_fill_avx2_pack(clb_pgemm_fn *pgemm, clb_pgemm_fn *rgemm, bool vnni) {
     pgemm[CLB_DT_Q4_K] = vnni ? pgemm2_q4_k_vnni : pgemm2_q4_k;
