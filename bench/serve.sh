@@ -141,7 +141,9 @@ for BIN in "$@"; do
     # one stream through the server, taking turns; the server idles while the bench runs
     : >"$tmp/pairs"
     for r in $(seq 1 "$PAIRS"); do
-        b=$("$BIN" bench -m "$MODEL" -t "$THREADS" -p 16 -n "$TOKENS" --random-decode --json 2>/dev/null |
+        # --reps 1: one run of TOKENS tokens, the mean over them, as the stream's round (its
+        # default, the median of 3 runs, is one sample against three on a noisy machine)
+        b=$("$BIN" bench -m "$MODEL" -t "$THREADS" -p 16 -n "$TOKENS" --reps 1 --random-decode --json 2>/dev/null |
             $PY -c 'import json,sys; print(json.load(sys.stdin)["decode_tok_s"])')
         set -- $($PY "$tmp/round.py" "$port" 1 "$TOKENS")
         echo "$b $3" >>"$tmp/pairs"
