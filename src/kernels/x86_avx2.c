@@ -972,9 +972,93 @@ MD_INLINE void pk2_rm8(const uint8_t *p, uint64_t rs, __m256i out[4]) {
     out[3] = _mm256_unpackhi_epi64(t1, t3);
 }
 
+/* pk2_tile's packed Q4_0 / MXFP4 group against 3 or 4 tokens without VNNI: both 8-row halves
+   per pass, so that each broadcast of a token's dword feeds both halves' maddubs (llvm-mca,
+   znver3: the vector pipes were the bound, a third of their work the broadcasts); the low
+   nibbles' 8 weight vectors against every token, then the high nibbles', the tokens' int16
+   sums of the low nibbles kept on the stack between the two. Each (row, token) gets the same
+   integer sums and the same FMA per block as the other tiles, so the same bits. */
+MD_INLINE void pk2_tile_u34(int64_t nb, const int T, const int MX, const uint8_t *w, const uint8_t *x, uint64_t xs,
+                            float *y, int64_t ys) {
+    const uint64_t xoff = clb_q8x_offset(nb * CLB_QK);
+    const uint64_t bb = MX ? sizeof(clb_block_mxfp4) : sizeof(clb_block_q4_0);
+    const uint64_t head = MX ? 1 : 2, bstride = CLB_PACK_ROWS * bb;
+    const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+    const __m256i lut = _mm256_add_epi8(
+        _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)clb_kvalues_mxfp4)),
+        _mm256_set1_epi8(12));
+    __m256 acc[2][4];
+    CLB_UNROLL
+    for (int h = 0; h < 2; h++)
+        CLB_UNROLL
+        for (int t = 0; t < T; t++) acc[h][t] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *wb = w + (uint64_t)b * bstride;
+        for (uint64_t o = 0; o < bstride; o += 64) _mm_prefetch((const char *)(wb + PK2_PREFETCH + o), _MM_HINT_T0);
+        const uint8_t *xq[4];
+        CLB_UNROLL
+        for (int t = 0; t < T; t++) xq[t] = x + (uint64_t)t * xs + (uint64_t)b * sizeof(clb_block_q8_0) + 2;
+        __m256i st[4][2];
+        CLB_UNROLL
+        for (int g = 0; g < 2; g++) {
+            __m256i V[2][4];
+            CLB_UNROLL
+            for (int h = 0; h < 2; h++)
+                CLB_UNROLL
+                for (int k = 0; k < 4; k++) {
+                    const __m256i r = LD256(wb + 16 * head + 64 * k + 32 * h);
+                    V[h][k] = _mm256_and_si256(g ? _mm256_srli_epi16(r, 4) : r, m4);
+                    if (MX) V[h][k] = _mm256_shuffle_epi8(lut, V[h][k]);
+                }
+            CLB_UNROLL
+            for (int t = 0; t < T; t++) {
+                __m256i s[2];
+                __m256i bx = pk2_bx(xq[t], 4 * g);
+                s[0] = _mm256_maddubs_epi16(V[0][0], bx);
+                s[1] = _mm256_maddubs_epi16(V[1][0], bx);
+                CLB_UNROLL
+                for (int k = 1; k < 4; k++) {
+                    bx = pk2_bx(xq[t], 4 * g + k);
+                    s[0] = _mm256_adds_epi16(s[0], _mm256_maddubs_epi16(V[0][k], bx));
+                    s[1] = _mm256_adds_epi16(s[1], _mm256_maddubs_epi16(V[1][k], bx));
+                }
+                if (!g) {
+                    CLB_UNROLL
+                    for (int h = 0; h < 2; h++) st[t][h] = MX ? _mm256_madd_epi16(s[h], ones) : s[h];
+                    continue;
+                }
+                float dx;
+                int32_t corr;
+                memcpy(&dx, x + (uint64_t)t * xs + xoff + 4 * (uint64_t)b, 4);
+                memcpy(&corr, x + (uint64_t)t * xs + xoff + 4 * (uint64_t)(nb + b), 4);
+                if (MX) corr = corr / 2 * 3;
+                CLB_UNROLL
+                for (int h = 0; h < 2; h++) {
+                    /* MXFP4: 4 of <= 2 x 24 x 127 per int16 sum; Q4_0: 8 of <= 2 x 15 x 127 */
+                    const __m256i a = _mm256_add_epi32(
+                        MX ? _mm256_add_epi32(st[t][h], _mm256_madd_epi16(s[h], ones))
+                           : _mm256_madd_epi16(_mm256_adds_epi16(st[t][h], s[h]), ones),
+                        _mm256_set1_epi32(corr));
+                    const __m256 dw = MX ? pk2_e8m0(_mm_loadl_epi64((const __m128i *)(wb + 8 * h)))
+                                         : _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(wb + 16 * h)));
+                    acc[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a), _mm256_mul_ps(dw, _mm256_set1_ps(dx)), acc[h][t]);
+                }
+            }
+        }
+    }
+    CLB_UNROLL
+    for (int h = 0; h < 2; h++)
+        CLB_UNROLL
+        for (int t = 0; t < T; t++) _mm256_storeu_ps(y + (int64_t)t * ys + 8 * h, acc[h][t]);
+}
+
 /* one group (PK: packed at w; else row-major rows rs bytes apart) against T <= 4 tokens */
 MD_INLINE void pk2_tile(int64_t nb, const int T, const int kind, const int PK, const uint8_t *w, uint64_t rs,
                         const uint8_t *x, uint64_t xs, float *y, int64_t ys, const int vnni) {
+    if (PK && (kind == PK2_Q4_0 || kind == PK2_MXFP4) && !vnni && T >= 3) {
+        pk2_tile_u34(nb, T, kind == PK2_MXFP4, w, x, xs, y, ys);
+        return;
+    }
     const uint64_t xoff = clb_q8x_offset(nb * CLB_QK);
     const int Q8 = kind == PK2_Q8_0, MX = kind == PK2_MXFP4, CB = kind == PK2_IQ4_NL || MX;
     const uint64_t bb = Q8 ? sizeof(clb_block_q8_0) : MX ? sizeof(clb_block_mxfp4) : sizeof(clb_block_q4_0);
@@ -990,8 +1074,8 @@ MD_INLINE void pk2_tile(int64_t nb, const int T, const int kind, const int PK, c
     /* HS halves (8 rows each) per pass over the blocks: with 1 or 2 tokens both halves at once
        (the weights' loads and the token's broadcasts shared), with 3 or 4 one half per pass, so
        that its 8 weight vectors, the T accumulators and a token's partial sums fit the 16
-       registers (both halves of 4 tokens spilled to the stack; kbench q4_0 at 4 tokens 50 -> 64
-       GMAC/s in L2); the second pass reads the group from L1 / L2 */
+       registers (both halves of 4 tokens spilled the products to the stack); the second pass
+       reads the group from L1 / L2. (Packed Q4_0 / MXFP4 without VNNI: pk2_tile_u34.) */
     const int HS = T >= 3 ? 1 : 2;
     for (int hp = 0; hp < 2; hp += HS) {
         __m256 acc[2][4];
@@ -1019,42 +1103,6 @@ MD_INLINE void pk2_tile(int64_t nb, const int T, const int kind, const int PK, c
                 const int h = hp + hh;
                 __m256 dw;
                 __m256i W[8];
-                if (PK && U && !vnni && HS == 1) {
-                    /* 3 or 4 tokens, unsigned weights: the low nibbles' 4 vectors against every
-                       token, then the high nibbles' (reloaded from L1), so that 4 weight
-                       vectors, the tokens' int16 sums and the accumulators stay in registers */
-                    dw = MX ? pk2_e8m0(_mm_loadl_epi64((const __m128i *)(wb + 8 * h)))
-                            : _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(wb + 16 * h)));
-                    __m256i st[4];
-                    CLB_UNROLL
-                    for (int g = 0; g < 2; g++) {
-                        __m256i V[4];
-                        CLB_UNROLL
-                        for (int k = 0; k < 4; k++) {
-                            const __m256i r = LD256(wb + 16 * head + 64 * k + 32 * h);
-                            V[k] = _mm256_and_si256(g ? _mm256_srli_epi16(r, 4) : r, m4);
-                            if (CB) V[k] = _mm256_shuffle_epi8(lut, V[k]);
-                        }
-                        CLB_UNROLL
-                        for (int t = 0; t < T; t++) {
-                            __m256i sg = _mm256_maddubs_epi16(V[0], pk2_bx(xq[t], 4 * g));
-                            CLB_UNROLL
-                            for (int k = 1; k < 4; k++)
-                                sg = _mm256_adds_epi16(sg, _mm256_maddubs_epi16(V[k], pk2_bx(xq[t], 4 * g + k)));
-                            if (MX) /* 4 of <= 2 x 24 x 127 per int16 sum */
-                                st[t] = g ? _mm256_add_epi32(st[t], _mm256_madd_epi16(sg, ones)) : _mm256_madd_epi16(sg, ones);
-                            else /* 8 of <= 2 x 15 x 127 */
-                                st[t] = g ? _mm256_madd_epi16(_mm256_adds_epi16(st[t], sg), ones) : sg;
-                        }
-                    }
-                    CLB_UNROLL
-                    for (int t = 0; t < T; t++) {
-                        const __m256i a = _mm256_add_epi32(st[t], _mm256_set1_epi32(corr[t]));
-                        acc[hh][t] =
-                            _mm256_fmadd_ps(_mm256_cvtepi32_ps(a), _mm256_mul_ps(dw, _mm256_set1_ps(dx[t])), acc[hh][t]);
-                    }
-                    continue;
-                }
                 if (PK) {
                     dw = MX ? pk2_e8m0(_mm_loadl_epi64((const __m128i *)(wb + 8 * h)))
                             : _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(wb + 16 * h)));
