@@ -306,35 +306,6 @@ static void vec_dot_q5_k(int64_t n, float *out, const void *w, const void *x) {
     *out = hsum_ps(acc) + s;
 }
 
-static void vec_dot_q6_k(int64_t n, float *out, const void *w, const void *x) {
-    const clb_block_q6_k *a = w;
-    const clb_block_q8_k *b = x;
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / CLB_QK_K; i++) {
-        const __m256i scv = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)a[i].scales));
-        /* q - 32: sum q*x by maddubs (q unsigned 0..63), minus 32 * sum_k sc_k * bsums_k */
-        __m256i isum = _mm256_slli_epi32(_mm256_madd_epi16(scv, LD256(b[i].bsums)), 5);
-        isum = _mm256_sub_epi32(_mm256_setzero_si256(), isum);
-        const int8_t *sc = a[i].scales, *qx = b[i].qs;
-        for (int half = 0; half < 2; half++, sc += 8, qx += 128) {
-            const __m256i la = LD256(a[i].ql + 64 * half), lb = LD256(a[i].ql + 64 * half + 32);
-            const __m256i h = LD256(a[i].qh + 32 * half);
-            const __m256i q0 = _mm256_or_si256(_mm256_and_si256(la, m4), _mm256_and_si256(_mm256_slli_epi16(h, 4), m30));
-            const __m256i q1 = _mm256_or_si256(_mm256_and_si256(lb, m4), _mm256_and_si256(_mm256_slli_epi16(h, 2), m30));
-            const __m256i q2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(la, 4), m4), _mm256_and_si256(h, m30));
-            const __m256i q3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lb, 4), m4),
-                                               _mm256_and_si256(_mm256_srli_epi16(h, 2), m30));
-            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(q0, LD256(qx)), scale_pair(sc[0], sc[1])));
-            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(q1, LD256(qx + 32)), scale_pair(sc[2], sc[3])));
-            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(q2, LD256(qx + 64)), scale_pair(sc[4], sc[5])));
-            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(q3, LD256(qx + 96)), scale_pair(sc[6], sc[7])));
-        }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(b[i].d * fp16(a[i].d)), _mm256_cvtepi32_ps(isum), acc);
-    }
-    *out = hsum_ps(acc);
-}
-
 static void vec_dot_iq4_xs(int64_t n, float *out, const void *w, const void *x) {
     const clb_block_iq4_xs *a = w;
     const clb_block_q8_k *b = x;
@@ -646,12 +617,73 @@ MD_INLINE void tile_q4_k(int64_t nb, const int R, const int T, const uint8_t *w,
         for (int t = 0; t < T; t++) y[(int64_t)t * ys + r] = hsum_ps(acc[r][t]);
 }
 
+/* Q6_K: R rows x T tokens, each row's 6-bit weights and scale pairs unpacked once for all
+   tokens; per (row, token) the integer sums and the one FMA per block of a single dot product
+   (q - 32 as q by maddubs, q unsigned 0..63, minus 32 * sum_k sc_k * bsums_k), so every tile
+   size gives the bits of mdot_q6_k_1. A prefill used to run one row x one token per call. */
+MD_INLINE void tile_q6_k(int64_t nb, const int R, const int T, const uint8_t *w, uint64_t ws, const uint8_t *x,
+                         uint64_t xs, float *y, int64_t ys) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+    __m256 acc[4][4];
+    CLB_UNROLL
+    for (int r = 0; r < R; r++)
+        CLB_UNROLL
+        for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const clb_block_q8_k *xb[4];
+        CLB_UNROLL
+        for (int t = 0; t < T; t++) xb[t] = (const clb_block_q8_k *)(const void *)(x + (uint64_t)t * xs) + i;
+        CLB_UNROLL
+        for (int r = 0; r < R; r++) {
+            const clb_block_q6_k *a = (const clb_block_q6_k *)(const void *)(w + (uint64_t)r * ws) + i;
+            const __m256i scv = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)a->scales));
+            __m256i isum[4];
+            CLB_UNROLL
+            for (int t = 0; t < T; t++)
+                isum[t] = _mm256_sub_epi32(_mm256_setzero_si256(),
+                                           _mm256_slli_epi32(_mm256_madd_epi16(scv, LD256(xb[t]->bsums)), 5));
+            CLB_UNROLL
+            for (int half = 0; half < 2; half++) {
+                const int8_t *sc = a->scales + 8 * half;
+                const __m256i la = LD256(a->ql + 64 * half), lb = LD256(a->ql + 64 * half + 32);
+                const __m256i h = LD256(a->qh + 32 * half);
+                const __m256i q[4] = {
+                    _mm256_or_si256(_mm256_and_si256(la, m4), _mm256_and_si256(_mm256_slli_epi16(h, 4), m30)),
+                    _mm256_or_si256(_mm256_and_si256(lb, m4), _mm256_and_si256(_mm256_slli_epi16(h, 2), m30)),
+                    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(la, 4), m4), _mm256_and_si256(h, m30)),
+                    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lb, 4), m4),
+                                    _mm256_and_si256(_mm256_srli_epi16(h, 2), m30))};
+                __m256i sp[4];
+                CLB_UNROLL
+                for (int c = 0; c < 4; c++) sp[c] = scale_pair(sc[2 * c], sc[2 * c + 1]);
+                CLB_UNROLL
+                for (int t = 0; t < T; t++) {
+                    const int8_t *qx = xb[t]->qs + 128 * half;
+                    CLB_UNROLL
+                    for (int c = 0; c < 4; c++)
+                        isum[t] = _mm256_add_epi32(
+                            isum[t], _mm256_madd_epi16(_mm256_maddubs_epi16(q[c], LD256(qx + 32 * c)), sp[c]));
+                }
+            }
+            const float d = fp16(a->d);
+            CLB_UNROLL
+            for (int t = 0; t < T; t++)
+                acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(xb[t]->d * d), _mm256_cvtepi32_ps(isum[t]), acc[r][t]);
+        }
+    }
+    CLB_UNROLL
+    for (int r = 0; r < R; r++)
+        CLB_UNROLL
+        for (int t = 0; t < T; t++) y[(int64_t)t * ys + r] = hsum_ps(acc[r][t]);
+}
+
 /* the tiles with the dot-product flavour bound, as CLB_DEFINE_MDOT wants them */
 #define TILE_Q4_0(...) tile_q4_0(__VA_ARGS__, 0)
 #define TILE_Q4_0_VNNI(...) tile_q4_0(__VA_ARGS__, 1)
 #define TILE_Q8_0(...) tile_s8(__VA_ARGS__, 0, 0)
 #define TILE_Q8_0_VNNI(...) tile_s8(__VA_ARGS__, 1, 0)
 #define TILE_Q4_K(...) tile_q4_k(__VA_ARGS__, 0)
+#define TILE_Q6_K(...) tile_q6_k(__VA_ARGS__)
 #define TILE_IQ4_NL(...) tile_s8(__VA_ARGS__, 0, 1)
 #define TILE_IQ4_NL_VNNI(...) tile_s8(__VA_ARGS__, 1, 1)
 #define TILE_MXFP4(...) tile_s8(__VA_ARGS__, 0, 2)
@@ -662,6 +694,20 @@ CLB_DEFINE_MDOT(mdot_q4_0_vnni, TILE_Q4_0_VNNI, CLB_QK, 2)
 CLB_DEFINE_MDOT(mdot_q8_0, TILE_Q8_0, CLB_QK, 2)
 CLB_DEFINE_MDOT(mdot_q8_0_vnni, TILE_Q8_0_VNNI, CLB_QK, 2)
 CLB_DEFINE_MDOT(mdot_q4_k, TILE_Q4_K, CLB_QK_K, 2)
+/* several tokens: tiles of 1 row x up to 4 tokens (kbench --isa avx2 --tok 4, 4096 x 2048, one
+   thread: 28-35 GMAC/s, against 11 with tiles of 2 rows, whose accumulators, weights and scale
+   pairs spill); one token: one row per tile for the same reason */
+CLB_DEFINE_MDOT(mdot_q6_k_rt, TILE_Q6_K, CLB_QK_K, 1)
+static void mdot_q6_k(int64_t n, int nr, int nt, const void *w, uint64_t ws, const void *x, uint64_t xs, float *y,
+                      int64_t ys) {
+    if (nt > 1) {
+        mdot_q6_k_rt(n, nr, nt, w, ws, x, xs, y, ys);
+        return;
+    }
+    for (int r = 0; r < nr; r++)
+        tile_q6_k(n / CLB_QK_K, 1, 1, (const uint8_t *)w + (uint64_t)r * ws, ws, x, xs, y + r, ys);
+}
+#define mdot_q6_k_1 mdot_q6_k_rt_1
 CLB_DEFINE_MDOT(mdot_iq4_nl, TILE_IQ4_NL, CLB_QK, 2)
 CLB_DEFINE_MDOT(mdot_iq4_nl_vnni, TILE_IQ4_NL_VNNI, CLB_QK, 2)
 CLB_DEFINE_MDOT(mdot_mxfp4, TILE_MXFP4, CLB_QK, 2)
@@ -1337,6 +1383,7 @@ void clb_kernels_fill_avx2_mdot(clb_kernels *k, clb_mdot_fn *mdot, bool vnni) {
     mdot[CLB_DT_Q4_0] = vnni ? mdot_q4_0_vnni : mdot_q4_0;
     mdot[CLB_DT_Q8_0] = vnni ? mdot_q8_0_vnni : mdot_q8_0;
     mdot[CLB_DT_Q4_K] = mdot_q4_k;
+    mdot[CLB_DT_Q6_K] = mdot_q6_k;
     mdot[CLB_DT_IQ4_NL] = vnni ? mdot_iq4_nl_vnni : mdot_iq4_nl;
     mdot[CLB_DT_MXFP4] = vnni ? mdot_mxfp4_vnni : mdot_mxfp4;
     k->vec_dot[CLB_DT_IQ4_NL] = vnni ? mdot_iq4_nl_vnni_1 : mdot_iq4_nl_1;
@@ -1344,6 +1391,7 @@ void clb_kernels_fill_avx2_mdot(clb_kernels *k, clb_mdot_fn *mdot, bool vnni) {
     k->vec_dot[CLB_DT_Q4_0] = vnni ? mdot_q4_0_vnni_1 : mdot_q4_0_1;
     k->vec_dot[CLB_DT_Q8_0] = vnni ? mdot_q8_0_vnni_1 : mdot_q8_0_1;
     k->vec_dot[CLB_DT_Q4_K] = mdot_q4_k_1;
+    k->vec_dot[CLB_DT_Q6_K] = mdot_q6_k_1;
     k->fa_scores[CLB_DT_Q4_0] = vnni ? fa_scores_q4_0_vnni : fa_scores_q4_0_avx2;
     k->fa_scores[CLB_DT_Q8_0] = vnni ? fa_scores_q8_0_vnni : fa_scores_q8_0_avx2;
     if (vnni) k->isa = "avx2+vnni";
@@ -1363,7 +1411,6 @@ void clb_kernels_fill_avx2(clb_kernels *k) {
     k->vec_dot[CLB_DT_Q2_K] = vec_dot_q2_k;
     k->vec_dot[CLB_DT_Q3_K] = vec_dot_q3_k;
     k->vec_dot[CLB_DT_Q5_K] = vec_dot_q5_k;
-    k->vec_dot[CLB_DT_Q6_K] = vec_dot_q6_k;
     k->vec_dot[CLB_DT_IQ4_XS] = vec_dot_iq4_xs;
     k->quantize[CLB_DT_F16] = quantize_f16;
     k->quantize[CLB_DT_Q8_0] = quantize_q8_0;
@@ -1371,7 +1418,7 @@ void clb_kernels_fill_avx2(clb_kernels *k) {
     fa_fill_avx2(k);
     k->fa_vacc[CLB_DT_Q8_0] = fa_vacc_q8_0_deq_avx2;
     k->fa_vacc[CLB_DT_Q4_0] = fa_vacc_q4_0_deq_avx2;
-    /* Q4_0, Q8_0, Q4_K, IQ4_NL, MXFP4: the blocked kernels (clb_kernels_fill_avx2_mdot) */
+    /* Q4_0, Q8_0, Q4_K, Q6_K, IQ4_NL, MXFP4: the blocked kernels (clb_kernels_fill_avx2_mdot) */
 }
 
 #else
