@@ -67,7 +67,7 @@ int main(int argc, char **argv) {
     }
     printf("isa %s, cols %lld, threads %d%s\n", k->isa, (long long)cols, threads, packed ? ", packed weights" : "");
     clb_pool *pool = clb_pool_create(threads);
-    const int dts[] = {CLB_DT_Q4_0, CLB_DT_Q8_0, CLB_DT_Q4_K, CLB_DT_Q6_K, CLB_DT_IQ4_NL, CLB_DT_MXFP4};
+    const int dts[] = {CLB_DT_Q4_0, CLB_DT_Q8_0, CLB_DT_Q4_K, CLB_DT_Q5_K, CLB_DT_Q6_K, CLB_DT_IQ4_NL, CLB_DT_MXFP4};
     float *x = malloc(sizeof(float) * (size_t)(cols * tok));
     for (int64_t i = 0; i < cols * tok; i++) x[i] = bench_rndf();
     float *y = malloc(sizeof(float) * (size_t)(rows * tok) * 64);

@@ -264,48 +264,6 @@ static void vec_dot_q3_k(int64_t n, float *out, const void *w, const void *x) {
     *out = hsum_ps(acc);
 }
 
-/* Q4_K / Q5_K (hb = qh or NULL): 8 sub-blocks of 32, 6-bit scale and min each. */
-static inline void dot_k4_block(const uint8_t *scales, uint16_t d16, uint16_t dmin16, const uint8_t *qs,
-                                const uint8_t *hb, const clb_block_q8_k *b, __m256 *acc, float *s) {
-    uint8_t sc[8], m[8];
-    for (int j = 0; j < 8; j++) clb_k4_scale_min(j, scales, &sc[j], &m[j]);
-    /* mins: bsums pairs (sub-block j = bsums 2j, 2j+1) */
-    const __m256i mins = _mm256_setr_epi16(m[0], m[0], m[1], m[1], m[2], m[2], m[3], m[3],
-                                           m[4], m[4], m[5], m[5], m[6], m[6], m[7], m[7]);
-    const int32_t summ = hsum_epi32(_mm256_madd_epi16(mins, LD256(b->bsums)));
-    const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
-    const __m256i h = hb ? LD256(hb) : _mm256_setzero_si256();
-    const int8_t *qx = b->qs;
-    __m256i isum = _mm256_setzero_si256();
-    for (int c = 0; c < 4; c++, qs += 32, qx += 64) {
-        const __m256i q = LD256(qs);
-        __m256i q0 = _mm256_and_si256(q, m4);
-        __m256i q1 = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-        if (hb) {
-            const __m256i b0 = _mm256_and_si256(_mm256_srl_epi16(h, _mm_cvtsi32_si128(2 * c)), one);
-            const __m256i b1 = _mm256_and_si256(_mm256_srl_epi16(h, _mm_cvtsi32_si128(2 * c + 1)), one);
-            q0 = _mm256_or_si256(q0, _mm256_slli_epi16(b0, 4));
-            q1 = _mm256_or_si256(q1, _mm256_slli_epi16(b1, 4));
-        }
-        const __m256i p0 = _mm256_maddubs_epi16(q0, LD256(qx));
-        const __m256i p1 = _mm256_maddubs_epi16(q1, LD256(qx + 32));
-        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p0, _mm256_set1_epi16(sc[2 * c])));
-        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p1, _mm256_set1_epi16(sc[2 * c + 1])));
-    }
-    *acc = _mm256_fmadd_ps(_mm256_set1_ps(b->d * fp16(d16)), _mm256_cvtepi32_ps(isum), *acc);
-    *s -= (b->d * fp16(dmin16)) * (float)summ;
-}
-
-static void vec_dot_q5_k(int64_t n, float *out, const void *w, const void *x) {
-    const clb_block_q5_k *a = w;
-    const clb_block_q8_k *b = x;
-    __m256 acc = _mm256_setzero_ps();
-    float s = 0.0f;
-    for (int64_t i = 0; i < n / CLB_QK_K; i++)
-        dot_k4_block(a[i].scales, a[i].d, a[i].dmin, a[i].qs, a[i].qh, &b[i], &acc, &s);
-    *out = hsum_ps(acc) + s;
-}
-
 static void vec_dot_iq4_xs(int64_t n, float *out, const void *w, const void *x) {
     const clb_block_iq4_xs *a = w;
     const clb_block_q8_k *b = x;
@@ -617,64 +575,109 @@ MD_INLINE void tile_q4_k(int64_t nb, const int R, const int T, const uint8_t *w,
         for (int t = 0; t < T; t++) y[(int64_t)t * ys + r] = hsum_ps(acc[r][t]);
 }
 
-/* Q6_K: R rows x T tokens, each row's 6-bit weights and scale pairs unpacked once for all
-   tokens; per (row, token) the integer sums and the one FMA per block of a single dot product
-   (q - 32 as q by maddubs, q unsigned 0..63, minus 32 * sum_k sc_k * bsums_k), so every tile
-   size gives the bits of mdot_q6_k_1. A prefill used to run one row x one token per call. */
-MD_INLINE void tile_q6_k(int64_t nb, const int R, const int T, const uint8_t *w, uint64_t ws, const uint8_t *x,
-                         uint64_t xs, float *y, int64_t ys) {
+/* Q6_K, one row's block against T tokens: the row's 6-bit weights and scale pairs unpacked once;
+   per token the integer sums (q - 32 as q by maddubs, q unsigned 0..63, minus 32 * sum_k sc_k *
+   bsums_k) and one FMA, those of the former single dot product */
+MD_INLINE void kblk_q6_k(const uint8_t *blk, const clb_block_q8_k *const *xb, const int T, __m256 *acc) {
+    const clb_block_q6_k *a = (const clb_block_q6_k *)(const void *)blk;
     const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+    const __m256i scv = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)a->scales));
+    __m256i isum[4];
+    CLB_UNROLL
+    for (int t = 0; t < T; t++)
+        isum[t] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(_mm256_madd_epi16(scv, LD256(xb[t]->bsums)), 5));
+    CLB_UNROLL
+    for (int half = 0; half < 2; half++) {
+        const int8_t *sc = a->scales + 8 * half;
+        const __m256i la = LD256(a->ql + 64 * half), lb = LD256(a->ql + 64 * half + 32);
+        const __m256i h = LD256(a->qh + 32 * half);
+        const __m256i q[4] = {
+            _mm256_or_si256(_mm256_and_si256(la, m4), _mm256_and_si256(_mm256_slli_epi16(h, 4), m30)),
+            _mm256_or_si256(_mm256_and_si256(lb, m4), _mm256_and_si256(_mm256_slli_epi16(h, 2), m30)),
+            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(la, 4), m4), _mm256_and_si256(h, m30)),
+            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lb, 4), m4), _mm256_and_si256(_mm256_srli_epi16(h, 2), m30))};
+        __m256i sp[4];
+        CLB_UNROLL
+        for (int c = 0; c < 4; c++) sp[c] = scale_pair(sc[2 * c], sc[2 * c + 1]);
+        CLB_UNROLL
+        for (int t = 0; t < T; t++) {
+            const int8_t *qx = xb[t]->qs + 128 * half;
+            CLB_UNROLL
+            for (int c = 0; c < 4; c++)
+                isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(_mm256_maddubs_epi16(q[c], LD256(qx + 32 * c)), sp[c]));
+        }
+    }
+    const float d = fp16(a->d);
+    CLB_UNROLL
+    for (int t = 0; t < T; t++) acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(xb[t]->d * d), _mm256_cvtepi32_ps(isum[t]), acc[t]);
+}
+
+/* Q5_K, one row's block against T tokens: scales, mins, high bits and 5-bit weights unpacked
+   once; per token the integer sums, the FMA and the scalar mins sum of the former single dot
+   product */
+MD_INLINE void kblk_q5_k(const uint8_t *blk, const clb_block_q8_k *const *xb, const int T, __m256 *acc, float *sm) {
+    const clb_block_q5_k *a = (const clb_block_q5_k *)(const void *)blk;
+    const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
+    uint8_t sc[8], m[8];
+    for (int j = 0; j < 8; j++) clb_k4_scale_min(j, a->scales, &sc[j], &m[j]);
+    const __m256i mins = _mm256_setr_epi16(m[0], m[0], m[1], m[1], m[2], m[2], m[3], m[3], m[4], m[4], m[5], m[5], m[6],
+                                           m[6], m[7], m[7]);
+    const __m256i h = LD256(a->qh);
+    __m256i isum[4];
+    CLB_UNROLL
+    for (int t = 0; t < T; t++) isum[t] = _mm256_setzero_si256();
+    CLB_UNROLL
+    for (int c = 0; c < 4; c++) {
+        const __m256i q = LD256(a->qs + 32 * c);
+        const __m256i b0 = _mm256_and_si256(_mm256_srl_epi16(h, _mm_cvtsi32_si128(2 * c)), one);
+        const __m256i b1 = _mm256_and_si256(_mm256_srl_epi16(h, _mm_cvtsi32_si128(2 * c + 1)), one);
+        const __m256i q0 = _mm256_or_si256(_mm256_and_si256(q, m4), _mm256_slli_epi16(b0, 4));
+        const __m256i q1 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), _mm256_slli_epi16(b1, 4));
+        const __m256i s0 = _mm256_set1_epi16(sc[2 * c]), s1 = _mm256_set1_epi16(sc[2 * c + 1]);
+        CLB_UNROLL
+        for (int t = 0; t < T; t++) {
+            const int8_t *qx = xb[t]->qs + 64 * c;
+            isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(_mm256_maddubs_epi16(q0, LD256(qx)), s0));
+            isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(_mm256_maddubs_epi16(q1, LD256(qx + 32)), s1));
+        }
+    }
+    const float d = fp16(a->d), dmin = fp16(a->dmin);
+    CLB_UNROLL
+    for (int t = 0; t < T; t++) {
+        const int32_t summ = hsum_epi32(_mm256_madd_epi16(mins, LD256(xb[t]->bsums)));
+        acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(xb[t]->d * d), _mm256_cvtepi32_ps(isum[t]), acc[t]);
+        sm[t] -= (xb[t]->d * dmin) * (float)summ;
+    }
+}
+
+/* Q5_K (K5 = 1) / Q6_K rows against tokens, R x T <= 4 x 4 (R = 1 in use): each row's block
+   unpacked once for all the tokens, where every product used to run one row x one token per
+   call; per (row, token) the arithmetic of that single dot product, so every tile size gives
+   the bits of the _1 kernel */
+MD_INLINE void tile_k56(int64_t nb, const int R, const int T, const int K5, const uint8_t *w, uint64_t ws,
+                        const uint8_t *x, uint64_t xs, float *y, int64_t ys) {
+    const uint64_t bb = K5 ? sizeof(clb_block_q5_k) : sizeof(clb_block_q6_k);
     __m256 acc[4][4];
+    float sm[4][4];
     CLB_UNROLL
     for (int r = 0; r < R; r++)
         CLB_UNROLL
-        for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps();
+        for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps(), sm[r][t] = 0.0f;
     for (int64_t i = 0; i < nb; i++) {
         const clb_block_q8_k *xb[4];
         CLB_UNROLL
         for (int t = 0; t < T; t++) xb[t] = (const clb_block_q8_k *)(const void *)(x + (uint64_t)t * xs) + i;
         CLB_UNROLL
         for (int r = 0; r < R; r++) {
-            const clb_block_q6_k *a = (const clb_block_q6_k *)(const void *)(w + (uint64_t)r * ws) + i;
-            const __m256i scv = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)a->scales));
-            __m256i isum[4];
-            CLB_UNROLL
-            for (int t = 0; t < T; t++)
-                isum[t] = _mm256_sub_epi32(_mm256_setzero_si256(),
-                                           _mm256_slli_epi32(_mm256_madd_epi16(scv, LD256(xb[t]->bsums)), 5));
-            CLB_UNROLL
-            for (int half = 0; half < 2; half++) {
-                const int8_t *sc = a->scales + 8 * half;
-                const __m256i la = LD256(a->ql + 64 * half), lb = LD256(a->ql + 64 * half + 32);
-                const __m256i h = LD256(a->qh + 32 * half);
-                const __m256i q[4] = {
-                    _mm256_or_si256(_mm256_and_si256(la, m4), _mm256_and_si256(_mm256_slli_epi16(h, 4), m30)),
-                    _mm256_or_si256(_mm256_and_si256(lb, m4), _mm256_and_si256(_mm256_slli_epi16(h, 2), m30)),
-                    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(la, 4), m4), _mm256_and_si256(h, m30)),
-                    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lb, 4), m4),
-                                    _mm256_and_si256(_mm256_srli_epi16(h, 2), m30))};
-                __m256i sp[4];
-                CLB_UNROLL
-                for (int c = 0; c < 4; c++) sp[c] = scale_pair(sc[2 * c], sc[2 * c + 1]);
-                CLB_UNROLL
-                for (int t = 0; t < T; t++) {
-                    const int8_t *qx = xb[t]->qs + 128 * half;
-                    CLB_UNROLL
-                    for (int c = 0; c < 4; c++)
-                        isum[t] = _mm256_add_epi32(
-                            isum[t], _mm256_madd_epi16(_mm256_maddubs_epi16(q[c], LD256(qx + 32 * c)), sp[c]));
-                }
-            }
-            const float d = fp16(a->d);
-            CLB_UNROLL
-            for (int t = 0; t < T; t++)
-                acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(xb[t]->d * d), _mm256_cvtepi32_ps(isum[t]), acc[r][t]);
+            const uint8_t *blk = w + (uint64_t)r * ws + (uint64_t)i * bb;
+            if (K5) kblk_q5_k(blk, xb, T, acc[r], sm[r]);
+            else kblk_q6_k(blk, xb, T, acc[r]);
         }
     }
     CLB_UNROLL
     for (int r = 0; r < R; r++)
         CLB_UNROLL
-        for (int t = 0; t < T; t++) y[(int64_t)t * ys + r] = hsum_ps(acc[r][t]);
+        for (int t = 0; t < T; t++) y[(int64_t)t * ys + r] = K5 ? hsum_ps(acc[r][t]) + sm[r][t] : hsum_ps(acc[r][t]);
 }
 
 /* the tiles with the dot-product flavour bound, as CLB_DEFINE_MDOT wants them */
@@ -683,7 +686,8 @@ MD_INLINE void tile_q6_k(int64_t nb, const int R, const int T, const uint8_t *w,
 #define TILE_Q8_0(...) tile_s8(__VA_ARGS__, 0, 0)
 #define TILE_Q8_0_VNNI(...) tile_s8(__VA_ARGS__, 1, 0)
 #define TILE_Q4_K(...) tile_q4_k(__VA_ARGS__, 0)
-#define TILE_Q6_K(...) tile_q6_k(__VA_ARGS__)
+#define TILE_Q5_K(nb, R, T, ...) tile_k56(nb, R, T, 1, __VA_ARGS__)
+#define TILE_Q6_K(nb, R, T, ...) tile_k56(nb, R, T, 0, __VA_ARGS__)
 #define TILE_IQ4_NL(...) tile_s8(__VA_ARGS__, 0, 1)
 #define TILE_IQ4_NL_VNNI(...) tile_s8(__VA_ARGS__, 1, 1)
 #define TILE_MXFP4(...) tile_s8(__VA_ARGS__, 0, 2)
@@ -694,19 +698,23 @@ CLB_DEFINE_MDOT(mdot_q4_0_vnni, TILE_Q4_0_VNNI, CLB_QK, 2)
 CLB_DEFINE_MDOT(mdot_q8_0, TILE_Q8_0, CLB_QK, 2)
 CLB_DEFINE_MDOT(mdot_q8_0_vnni, TILE_Q8_0_VNNI, CLB_QK, 2)
 CLB_DEFINE_MDOT(mdot_q4_k, TILE_Q4_K, CLB_QK_K, 2)
-/* several tokens: tiles of 1 row x up to 4 tokens (kbench --isa avx2 --tok 4, 4096 x 2048, one
-   thread: 28-35 GMAC/s, against 11 with tiles of 2 rows, whose accumulators, weights and scale
-   pairs spill); one token: one row per tile for the same reason */
-CLB_DEFINE_MDOT(mdot_q6_k_rt, TILE_Q6_K, CLB_QK_K, 1)
-static void mdot_q6_k(int64_t n, int nr, int nt, const void *w, uint64_t ws, const void *x, uint64_t xs, float *y,
-                      int64_t ys) {
-    if (nt > 1) {
-        mdot_q6_k_rt(n, nr, nt, w, ws, x, xs, y, ys);
-        return;
+/* Q5_K, Q6_K: several tokens in tiles of 1 row x up to 4 tokens (Q6_K, kbench --isa avx2 --tok 4,
+   4096 x 2048, one thread: 28-35 GMAC/s, against 11 with tiles of 2 rows, whose accumulators,
+   weights and scale pairs spill); one token: one row per tile for the same reason */
+#define MDOT_ROW1(NAME, TILE)                                                                            \
+    CLB_DEFINE_MDOT(NAME##_rt, TILE, CLB_QK_K, 1)                                                        \
+    static void NAME(int64_t n, int nr, int nt, const void *w, uint64_t ws, const void *x, uint64_t xs,   \
+                     float *y, int64_t ys) {                                                              \
+        if (nt > 1) {                                                                                     \
+            NAME##_rt(n, nr, nt, w, ws, x, xs, y, ys);                                                    \
+            return;                                                                                       \
+        }                                                                                                 \
+        for (int r = 0; r < nr; r++)                                                                      \
+            TILE(n / CLB_QK_K, 1, 1, (const uint8_t *)w + (uint64_t)r * ws, ws, x, xs, y + r, ys);       \
     }
-    for (int r = 0; r < nr; r++)
-        tile_q6_k(n / CLB_QK_K, 1, 1, (const uint8_t *)w + (uint64_t)r * ws, ws, x, xs, y + r, ys);
-}
+MDOT_ROW1(mdot_q5_k, TILE_Q5_K)
+MDOT_ROW1(mdot_q6_k, TILE_Q6_K)
+#define mdot_q5_k_1 mdot_q5_k_rt_1
 #define mdot_q6_k_1 mdot_q6_k_rt_1
 CLB_DEFINE_MDOT(mdot_iq4_nl, TILE_IQ4_NL, CLB_QK, 2)
 CLB_DEFINE_MDOT(mdot_iq4_nl_vnni, TILE_IQ4_NL_VNNI, CLB_QK, 2)
@@ -1383,6 +1391,7 @@ void clb_kernels_fill_avx2_mdot(clb_kernels *k, clb_mdot_fn *mdot, bool vnni) {
     mdot[CLB_DT_Q4_0] = vnni ? mdot_q4_0_vnni : mdot_q4_0;
     mdot[CLB_DT_Q8_0] = vnni ? mdot_q8_0_vnni : mdot_q8_0;
     mdot[CLB_DT_Q4_K] = mdot_q4_k;
+    mdot[CLB_DT_Q5_K] = mdot_q5_k;
     mdot[CLB_DT_Q6_K] = mdot_q6_k;
     mdot[CLB_DT_IQ4_NL] = vnni ? mdot_iq4_nl_vnni : mdot_iq4_nl;
     mdot[CLB_DT_MXFP4] = vnni ? mdot_mxfp4_vnni : mdot_mxfp4;
@@ -1391,6 +1400,7 @@ void clb_kernels_fill_avx2_mdot(clb_kernels *k, clb_mdot_fn *mdot, bool vnni) {
     k->vec_dot[CLB_DT_Q4_0] = vnni ? mdot_q4_0_vnni_1 : mdot_q4_0_1;
     k->vec_dot[CLB_DT_Q8_0] = vnni ? mdot_q8_0_vnni_1 : mdot_q8_0_1;
     k->vec_dot[CLB_DT_Q4_K] = mdot_q4_k_1;
+    k->vec_dot[CLB_DT_Q5_K] = mdot_q5_k_1;
     k->vec_dot[CLB_DT_Q6_K] = mdot_q6_k_1;
     k->fa_scores[CLB_DT_Q4_0] = vnni ? fa_scores_q4_0_vnni : fa_scores_q4_0_avx2;
     k->fa_scores[CLB_DT_Q8_0] = vnni ? fa_scores_q8_0_vnni : fa_scores_q8_0_avx2;
@@ -1410,7 +1420,6 @@ void clb_kernels_fill_avx2(clb_kernels *k) {
     k->vec_dot[CLB_DT_Q5_1] = vec_dot_q5_1;
     k->vec_dot[CLB_DT_Q2_K] = vec_dot_q2_k;
     k->vec_dot[CLB_DT_Q3_K] = vec_dot_q3_k;
-    k->vec_dot[CLB_DT_Q5_K] = vec_dot_q5_k;
     k->vec_dot[CLB_DT_IQ4_XS] = vec_dot_iq4_xs;
     k->quantize[CLB_DT_F16] = quantize_f16;
     k->quantize[CLB_DT_Q8_0] = quantize_q8_0;
@@ -1418,7 +1427,7 @@ void clb_kernels_fill_avx2(clb_kernels *k) {
     fa_fill_avx2(k);
     k->fa_vacc[CLB_DT_Q8_0] = fa_vacc_q8_0_deq_avx2;
     k->fa_vacc[CLB_DT_Q4_0] = fa_vacc_q4_0_deq_avx2;
-    /* Q4_0, Q8_0, Q4_K, Q6_K, IQ4_NL, MXFP4: the blocked kernels (clb_kernels_fill_avx2_mdot) */
+    /* Q4_0, Q8_0, Q4_K, Q5_K, Q6_K, IQ4_NL, MXFP4: the blocked kernels (clb_kernels_fill_avx2_mdot) */
 }
 
 #else

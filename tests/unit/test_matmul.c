@@ -24,7 +24,7 @@ static uint64_t rnd(void) { return tu_rand_u64(&rng); }
 static float rnd_f(void) { return tu_rand(&rng); }
 
 static const char *const isas[] = {"generic", "avx2", "avx2+vnni", "avx512", "neon", "neon+dotprod", "neon+i8mm"};
-static const clb_dtype dts[] = {CLB_DT_Q4_0, CLB_DT_Q8_0, CLB_DT_Q4_K, CLB_DT_Q6_K, CLB_DT_IQ4_NL, CLB_DT_MXFP4, CLB_DT_F32};
+static const clb_dtype dts[] = {CLB_DT_Q4_0, CLB_DT_Q8_0, CLB_DT_Q4_K, CLB_DT_Q5_K, CLB_DT_Q6_K, CLB_DT_IQ4_NL, CLB_DT_MXFP4, CLB_DT_F32};
 
 /* rows of dtype: Q4_0/Q8_0/F32 quantized from random floats, K-quants random bytes with
    moderate fp16 scales */
