@@ -582,13 +582,16 @@ MD_INLINE void kblk_q6_k(const uint8_t *blk, const clb_block_q8_k *const *xb, co
     const clb_block_q6_k *a = (const clb_block_q6_k *)(const void *)blk;
     const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
     const __m256i scv = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)a->scales));
+    /* scale pair c of a half (lanes 0..7 scale 2c, lanes 8..15 scale 2c + 1) by one byte shuffle
+       of that half's 8 int16 scales in both 128-bit lanes, not from scalars (the GPR -> vector
+       moves of _mm_set1_epi16 were the T = 1 kernel's bound) */
+    const __m256i scq[2] = {_mm256_permute4x64_epi64(scv, 0x44), _mm256_permute4x64_epi64(scv, 0xEE)};
     __m256i isum[4];
     CLB_UNROLL
     for (int t = 0; t < T; t++)
         isum[t] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(_mm256_madd_epi16(scv, LD256(xb[t]->bsums)), 5));
     CLB_UNROLL
     for (int half = 0; half < 2; half++) {
-        const int8_t *sc = a->scales + 8 * half;
         const __m256i la = LD256(a->ql + 64 * half), lb = LD256(a->ql + 64 * half + 32);
         const __m256i h = LD256(a->qh + 32 * half);
         const __m256i q[4] = {
@@ -598,7 +601,13 @@ MD_INLINE void kblk_q6_k(const uint8_t *blk, const clb_block_q8_k *const *xb, co
             _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lb, 4), m4), _mm256_and_si256(_mm256_srli_epi16(h, 2), m30))};
         __m256i sp[4];
         CLB_UNROLL
-        for (int c = 0; c < 4; c++) sp[c] = scale_pair(sc[2 * c], sc[2 * c + 1]);
+        for (int c = 0; c < 4; c++)
+            sp[c] = _mm256_shuffle_epi8(scq[half], _mm256_setr_epi8(4 * c, 4 * c + 1, 4 * c, 4 * c + 1, 4 * c, 4 * c + 1, 4 * c,
+                                                                  4 * c + 1, 4 * c, 4 * c + 1, 4 * c, 4 * c + 1, 4 * c,
+                                                                  4 * c + 1, 4 * c, 4 * c + 1, 4 * c + 2, 4 * c + 3, 4 * c + 2,
+                                                                  4 * c + 3, 4 * c + 2, 4 * c + 3, 4 * c + 2, 4 * c + 3,
+                                                                  4 * c + 2, 4 * c + 3, 4 * c + 2, 4 * c + 3, 4 * c + 2,
+                                                                  4 * c + 3, 4 * c + 2, 4 * c + 3));
         CLB_UNROLL
         for (int t = 0; t < T; t++) {
             const int8_t *qx = xb[t]->qs + 128 * half;
