@@ -627,10 +627,8 @@ MD_INLINE void kblk_q6_k(const uint8_t *blk, const clb_block_q8_k *const *xb, co
 MD_INLINE void kblk_q5_k(const uint8_t *blk, const clb_block_q8_k *const *xb, const int T, __m256 *acc, float *sm) {
     const clb_block_q5_k *a = (const clb_block_q5_k *)(const void *)blk;
     const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
-    uint8_t sc[8], m[8];
-    for (int j = 0; j < 8; j++) clb_k4_scale_min(j, a->scales, &sc[j], &m[j]);
-    const __m256i mins = _mm256_setr_epi16(m[0], m[0], m[1], m[1], m[2], m[2], m[3], m[3], m[4], m[4], m[5], m[5], m[6],
-                                           m[6], m[7], m[7]);
+    __m256i sc16, mins; /* unpacked in registers (Q4_K's packing), not by scalars */
+    k4_scales(a->scales, &sc16, &mins);
     const __m256i h = LD256(a->qh);
     __m256i isum[4];
     CLB_UNROLL
@@ -642,7 +640,8 @@ MD_INLINE void kblk_q5_k(const uint8_t *blk, const clb_block_q8_k *const *xb, co
         const __m256i b1 = _mm256_and_si256(_mm256_srl_epi16(h, _mm_cvtsi32_si128(2 * c + 1)), one);
         const __m256i q0 = _mm256_or_si256(_mm256_and_si256(q, m4), _mm256_slli_epi16(b0, 4));
         const __m256i q1 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), _mm256_slli_epi16(b1, 4));
-        const __m256i s0 = _mm256_set1_epi16(sc[2 * c]), s1 = _mm256_set1_epi16(sc[2 * c + 1]);
+        const __m256i s0 = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)(0x0101 * (4 * c) + 0x0100)));
+        const __m256i s1 = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)(0x0101 * (4 * c + 2) + 0x0100)));
         CLB_UNROLL
         for (int t = 0; t < T; t++) {
             const int8_t *qx = xb[t]->qs + 64 * c;
