@@ -602,12 +602,8 @@ MD_INLINE void kblk_q6_k(const uint8_t *blk, const clb_block_q8_k *const *xb, co
         __m256i sp[4];
         CLB_UNROLL
         for (int c = 0; c < 4; c++)
-            sp[c] = _mm256_shuffle_epi8(scq[half], _mm256_setr_epi8(4 * c, 4 * c + 1, 4 * c, 4 * c + 1, 4 * c, 4 * c + 1, 4 * c,
-                                                                  4 * c + 1, 4 * c, 4 * c + 1, 4 * c, 4 * c + 1, 4 * c,
-                                                                  4 * c + 1, 4 * c, 4 * c + 1, 4 * c + 2, 4 * c + 3, 4 * c + 2,
-                                                                  4 * c + 3, 4 * c + 2, 4 * c + 3, 4 * c + 2, 4 * c + 3,
-                                                                  4 * c + 2, 4 * c + 3, 4 * c + 2, 4 * c + 3, 4 * c + 2,
-                                                                  4 * c + 3, 4 * c + 2, 4 * c + 3));
+            sp[c] = _mm256_shuffle_epi8(scq[half], _mm256_setr_m128i(_mm_set1_epi16((short)(0x0101 * (4 * c) + 0x0100)),
+                                                                   _mm_set1_epi16((short)(0x0101 * (4 * c + 2) + 0x0100))));
         CLB_UNROLL
         for (int t = 0; t < T; t++) {
             const int8_t *qx = xb[t]->qs + 128 * half;
@@ -1060,6 +1056,11 @@ MD_INLINE void pk2_tile_u34(int64_t nb, const int T, const int MX, const uint8_t
         const uint8_t *xq[4];
         CLB_UNROLL
         for (int t = 0; t < T; t++) xq[t] = x + (uint64_t)t * xs + (uint64_t)b * sizeof(clb_block_q8_0) + 2;
+        __m256 dw[2];
+        CLB_UNROLL
+        for (int h = 0; h < 2; h++)
+            dw[h] = MX ? pk2_e8m0(_mm_loadl_epi64((const __m128i *)(wb + 8 * h)))
+                       : _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(wb + 16 * h)));
         __m256i st[4][2];
         CLB_UNROLL
         for (int g = 0; g < 2; g++) {
@@ -1101,9 +1102,7 @@ MD_INLINE void pk2_tile_u34(int64_t nb, const int T, const int MX, const uint8_t
                         MX ? _mm256_add_epi32(st[t][h], _mm256_madd_epi16(s[h], ones))
                            : _mm256_madd_epi16(_mm256_adds_epi16(st[t][h], s[h]), ones),
                         _mm256_set1_epi32(corr));
-                    const __m256 dw = MX ? pk2_e8m0(_mm_loadl_epi64((const __m128i *)(wb + 8 * h)))
-                                         : _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(wb + 16 * h)));
-                    acc[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a), _mm256_mul_ps(dw, _mm256_set1_ps(dx)), acc[h][t]);
+                    acc[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a), _mm256_mul_ps(dw[h], _mm256_set1_ps(dx)), acc[h][t]);
                 }
             }
         }
