@@ -59,7 +59,7 @@ static int open_colibri(const char *path, clb_source *s) {
         return rc;
     }
     if (c->tokenizer) { /* moved, not copied: a vocabulary's nodes are most of the metadata */
-        cJSON *root = c->version == CLB_CONTAINER_VERSION_ENC ? c->model : c->meta;
+        cJSON *root = c->model ? c->model : c->meta; /* an encrypted file's sealed model JSON, else the clear one */
         s->tokenizer = cJSON_DetachItemViaPointer(root, (cJSON *)c->tokenizer);
         c->tokenizer = NULL;
     }

@@ -84,6 +84,13 @@ colibri_convert "$WORK/zenc.colibri" "$WORK/back2.colibri" --decrypt --compress 
 cmp -s "$WORK/enc.colibri" "$WORK/enc2.colibri" && fail "two encryptions of one file are identical (salt not random?)"
 expect_clean_error "--decrypt" convert "$WORK/enc.colibri" -o "$WORK/x.colibri" --key-file "$KEY"
 
+# the tokenizer travels with every encoding (a clear compressed file once lost it on open)
+want_ids=$("$COLIBRI" tokenize -m "$WORK/plain.colibri" --text "Hello there, colibri" 2>&1)
+for e in zstd zlib enc zenc; do
+    got_ids=$("$COLIBRI" --key-file "$KEY" tokenize -m "$WORK/$e.colibri" --text "Hello there, colibri" 2>&1)
+    [ -n "$want_ids" ] && [ "$got_ids" = "$want_ids" ] || fail "$e.colibri tokenizes as '$got_ids', the plain file as '$want_ids'"
+done
+
 # keys
 expect_clean_error "wrong key" run --key-file "$WORK/key2" -m "$WORK/enc.colibri" --tokens 1,2 -n 1
 expect_clean_error "no key" run -m "$WORK/enc.colibri" --tokens 1,2 -n 1
