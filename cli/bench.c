@@ -309,6 +309,9 @@ int cmd_bench(int argc, char **argv) {
             if (st.moe_experts_dropped)
                 printf("moe-miss-drop: %llu expert selections dropped (not in the pool)\n",
                        (unsigned long long)st.moe_experts_dropped);
+            if (st.moe_standins_used)
+                printf("moe-standin: %llu expert selections computed with their stand-ins (not in the pool)\n",
+                       (unsigned long long)st.moe_standins_used);
         }
     }
     free(prompt);

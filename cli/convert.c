@@ -7,6 +7,7 @@
 
 static void help(void) {
     puts("usage: colibri convert SRC -o OUT.colibri [--dtype T | --mix M] [--expert-dtype T] [--threads N]\n"
+         "                       [--standin-dtype T]\n"
          "                       [--compress zstd[:L] | zlib[:L] | none] [--byte-split on|off] [--encrypt | --decrypt]\n"
          "\n"
          "SRC is a Hugging Face model directory (config.json + model.safetensors or sharded\n"
@@ -24,6 +25,9 @@ static void help(void) {
          "  --expert-dtype-map M  per-expert dtypes (heterogeneous experts): \"0-3:q8_0,4-7:q4_0\" for\n"
          "                        every layer, or JSON {\"*\": \"0-7:q4_0\", \"0-1\": \"0-3:q8_0\"} inline or\n"
          "                        in a .json file (later keys win)\n"
+         "  --standin-dtype T     also give every routed FFN expert a low-bit stand-in of type T (e.g.\n"
+         "                        q2_k), which a run with --moe-standin W computes instead of waiting\n"
+         "                        for an expert not in memory (docs/MEMORY.md)\n"
          "  --threads N           converting threads (default: every CPU)\n"
          "  --compress C          compress each expert and each dense tensor on its own: zstd (level 1..19,\n"
          "                        default 3), zlib (1..9, default 6) or none (default: as the source)\n"
@@ -130,6 +134,8 @@ int cmd_convert(int argc, char **argv) {
             p.n_threads = (int32_t)t;
         } else if (!strcmp(a, "--expert-dtype-map")) {
             if (!(p.expert_dtype_map = cli_value(argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "--standin-dtype")) {
+            if (!(p.standin_dtype = cli_value(argc, argv, &i))) return 2;
         } else if (a[0] == '-') {
             return cli_fail("convert: unknown option '%s' (see colibri convert --help)", a), 2;
         } else if (!src) {

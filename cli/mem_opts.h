@@ -19,6 +19,7 @@
     "  --direct-io [M]       pool reads: auto (default), on, dontneed, off (= --buffered-io)\n"  \
     "  --io-threads N        expert I/O threads (default 4)\n"                                     \
     "  --moe-miss-drop W     drop absent experts of weight < W\n"                                  \
+    "  --moe-standin W       compute absent experts of weight < W with their stand-ins\n"         \
     "  --usage-stats         keep routing counts in MODEL.usage (teaches the pinned policy)\n"
 
 /* Returns 1 when argv[*i] was a memory option (consumed), 0 when not, -1 on a bad value. */
@@ -39,7 +40,8 @@ static inline int mem_opts_parse(colibri_params *p, int argc, char **argv, int *
     }
     if (!strcmp(a, "--usage-stats")) return p->usage_stats = 1, 1;
     if (strcmp(a, "--mem-budget") && strcmp(a, "--expert-pool") && strcmp(a, "--cache-policy") &&
-        strcmp(a, "--prefetch") && strcmp(a, "--io-threads") && strcmp(a, "--moe-miss-drop"))
+        strcmp(a, "--prefetch") && strcmp(a, "--io-threads") && strcmp(a, "--moe-miss-drop") &&
+        strcmp(a, "--moe-standin"))
         return 0;
     if (!(val = cli_value(argc, argv, i))) return -1;
     if (!strcmp(a, "--mem-budget") || !strcmp(a, "--expert-pool")) {
@@ -55,10 +57,11 @@ static inline int mem_opts_parse(colibri_params *p, int argc, char **argv, int *
         if (!strcmp(val, "on")) p->prefetch = 1;
         else if (!strcmp(val, "off")) p->prefetch = -1;
         else return cli_fail("--prefetch: '%s' is not on or off", val), -1;
-    } else if (!strcmp(a, "--moe-miss-drop")) {
+    } else if (!strcmp(a, "--moe-miss-drop") || !strcmp(a, "--moe-standin")) {
         double d;
-        if (!cli_float(val, 0, 1, &d)) return cli_fail("--moe-miss-drop: '%s' is not in 0..1", val), -1;
-        p->moe_miss_drop = (float)d;
+        if (!cli_float(val, 0, 1, &d)) return cli_fail("%s: '%s' is not in 0..1", a, val), -1;
+        if (!strcmp(a, "--moe-miss-drop")) p->moe_miss_drop = (float)d;
+        else p->moe_standin = (float)d;
     } else {
         if (!cli_int(val, 0, 64, &v)) return cli_fail("--io-threads: '%s' is not in 0..64", val), -1;
         p->io_threads = (int)v;
@@ -66,14 +69,15 @@ static inline int mem_opts_parse(colibri_params *p, int argc, char **argv, int *
     return 1;
 }
 
-/* The settings of p with every expert in memory and none dropped: the exact run a bounded
-   one is compared against (without moe_miss_drop their logits are the same bits). The
+/* The settings of p with every expert in memory, none dropped and no stand-in: the exact run
+   a bounded one is compared against (without moe_miss_drop and moe_standin their logits are
+   the same bits). The
    reference writes no usage file (the measured run keeps MODEL.usage). */
 static inline colibri_params mem_opts_unbounded(const colibri_params *p) {
     colibri_params q = *p;
     q.mem_budget = q.expert_pool_bytes = 0;
     q.direct_io = COLIBRI_READ_AUTO; /* on and dontneed would make a pool of their own */
-    q.moe_miss_drop = 0;
+    q.moe_miss_drop = q.moe_standin = 0;
     q.usage_stats = 0;
     return q;
 }

@@ -36,7 +36,7 @@ static void help(void) {
          "                    expert in memory, none dropped): KL divergence of these options'\n"
          "                    distributions from it, argmax agreement, both perplexities\n"
          "  --kl-memory       the same against these options with every expert in memory and\n"
-         "                    none dropped: what --mem-budget / --expert-pool / --moe-miss-drop cost\n"
+         "                    none dropped: what --mem-budget / --expert-pool / --moe-miss-drop / --moe-standin cost\n"
          "  (here --max-seq-len defaults to --ctx and --batch to min(ctx, 512); with a pool\n"
          "  the expert store's figures are printed: hit rate, bytes read per token, drops)\n"
          ENGINE_OPTS_HELP);
@@ -58,14 +58,15 @@ static void print_expert_stats(colibri_engine_t *e, double n_tok) {
         const double sel = run + (double)s->moe_experts_dropped;
         printf("experts: pool %d slots (%llu bytes); hit rate %.2f %% (%llu hits, %llu misses); %.0f bytes read "
                "per token; lookahead recall %.2f %%; prefetch %llu issued, %llu used; dropped %llu of %.0f "
-               "selections (%.2f %%, %.4f per token)\n",
+               "selections (%.2f %%, %.4f per token); stand-ins %llu (%.2f %%)\n",
                s->expert_pool_slots, (unsigned long long)s->expert_pool_bytes,
                acq > 0 ? 100.0 * (double)s->expert_hits_total / acq : 0.0, (unsigned long long)s->expert_hits_total,
                (unsigned long long)s->expert_misses_total, (double)s->expert_bytes_read_total / n_tok,
                s->lookahead_true ? 100.0 * (double)s->lookahead_hit / (double)s->lookahead_true : 0.0,
                (unsigned long long)s->prefetch_issued, (unsigned long long)s->prefetch_used,
                (unsigned long long)s->moe_experts_dropped, sel,
-               sel > 0 ? 100.0 * (double)s->moe_experts_dropped / sel : 0.0, (double)s->moe_experts_dropped / n_tok);
+               sel > 0 ? 100.0 * (double)s->moe_experts_dropped / sel : 0.0, (double)s->moe_experts_dropped / n_tok,
+               (unsigned long long)s->moe_standins_used, sel > 0 ? 100.0 * (double)s->moe_standins_used / sel : 0.0);
     }
     free(s);
 }

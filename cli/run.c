@@ -27,9 +27,10 @@ static void help(void) {
          "  -n, --n-predict N     tokens to generate (default 32 with --tokens, 128 with -p)\n"
          "  --config FILE         JSON run-time settings (threads, max_seq_len, moe_top_k, ...)\n"
          "  --dump-logits FILE    write the logits of every prompt position as raw little-endian\n"
-         "                        float32 [n_tokens][n_vocab]\n"
-         ENGINE_OPTS_HELP
-         CTX_OPTS_HELP
+         "                        float32 [n_tokens][n_vocab]\n");
+    /* (three strings: one would pass the 4095 characters C99 promises to hold) */
+    fputs(ENGINE_OPTS_HELP, stdout);
+    printf(CTX_OPTS_HELP
          "  -h, --help            this help\n"
          "\nSampling (with -p; --tokens is always greedy):\n%s", gen_options_help());
 }

@@ -106,6 +106,7 @@ typedef struct colibri_stats {
     int32_t expert_read_path;     /* colibri_read_path */
     uint64_t dense_locked_bytes;  /* dense weights mlock'ed inside a budget (0 when refused or unbounded) */
     uint64_t moe_experts_dropped; /* selections dropped by moe_miss_drop (not in the pool) */
+    uint64_t moe_standins_used;   /* selections computed with their expert's stand-in (moe_standin) */
 } colibri_stats_t;
 
 /* colibri_params.direct_io */
@@ -215,6 +216,12 @@ typedef struct colibri_params {
                                    this and that is neither in the pool nor being read when its
                                    layer runs is dropped, the token's other weights scaled to the
                                    same sum (so the logits then depend on timing) */
+    float moe_standin;          /* low-bit stand-ins (docs/MEMORY.md), 0 = off (the default). > 0,
+                                   with a pool and a file converted with stand-ins: an expert not
+                                   in the pool all of whose selections in a batch are below this
+                                   share of their token's routing weight, none a token's top one,
+                                   is computed with its stand-in instead of being waited for,
+                                   while the full expert is asked for (for later tokens) */
 } colibri_params;
 
 /* How the pool's threads wait for work and the evaluating thread for them. Every policy
@@ -539,6 +546,11 @@ typedef struct colibri_convert_params {
     uint32_t segment_bytes;   /* compressed or encrypted output: plain bytes per segment (each
                                  compressed and authenticated on its own), a power of two in
                                  64 KiB..64 MiB; 0 = 4 MiB */
+    const char *standin_dtype; /* a type ("q2_k", "q4_0", ...): every routed FFN expert also gets a
+                                  stand-in of that type, quantized from the same weights, which a
+                                  run with moe_standin computes instead of waiting for an expert
+                                  not in memory (docs/MEMORY.md); NULL = none (a source's own
+                                  stand-ins are kept as they are) */
 } colibri_convert_params;
 
 /* Converts a Hugging Face directory, GGUF file or .colibri file to a .colibri file,

@@ -106,11 +106,12 @@ static int read_config(const char *path, colibri_params *p) {
         else if (strcmp(k, "n_seq") == 0 && is_int && v >= 0 && v <= COLIBRI_MAX_SEQ) p->n_seq = (int)v;
         else if (strcmp(k, "n_keep") == 0 && is_int && v >= 0 && v <= (1 << 24)) p->n_keep = (int)v;
         else if (strcmp(k, "moe_miss_drop") == 0 && v >= 0 && v <= 1) p->moe_miss_drop = (float)v;
+        else if (strcmp(k, "moe_standin") == 0 && v >= 0 && v <= 1) p->moe_standin = (float)v;
         else {
             bool known = !strcmp(k, "threads") || !strcmp(k, "max_seq_len") || !strcmp(k, "n_batch") ||
                          !strcmp(k, "moe_top_k") || !strcmp(k, "router_temperature") || !strcmp(k, "moe_top_p") ||
                          !strcmp(k, "moe_k_min") || !strcmp(k, "moe_k_max") || !strcmp(k, "n_seq") || !strcmp(k, "n_keep") ||
-                         !strcmp(k, "moe_miss_drop");
+                         !strcmp(k, "moe_miss_drop") || !strcmp(k, "moe_standin");
             rc = known ? clb_err(COLIBRI_ERR_ARG, "%s: '%s' = %g is out of range", path, k, v)
                        : clb_err(COLIBRI_ERR_ARG, "%s: unknown setting '%s'", path, k);
             break;
@@ -174,6 +175,8 @@ static void carve(colibri_engine_t *e) {
     e->la_sel = clb_arena_take(a, B * ne * sizeof(int));
     e->la_k = clb_arena_take(a, B * sizeof(int));
     e->e_take = clb_arena_take(a, ne);
+    e->e_low = clb_arena_take(a, ne);
+    e->e_key = clb_arena_take(a, sizeof(int) * (size_t)ne);
     e->la_w = clb_arena_take(a, B * ne * F);
     if (hp->n_attn_exp > 0) {
         const size_t w = CLB_MAX(E, (size_t)hp->n_head_kv * hp->head_dim);
@@ -293,6 +296,11 @@ colibri_engine_t *clb_init_engine(const char *model_path, const clb_io *io, cons
             goto fail;
         }
         e->miss_drop = p.moe_miss_drop;
+        if (!(p.moe_standin >= 0 && p.moe_standin <= 1)) {
+            clb_err(COLIBRI_ERR_ARG, "moe_standin %g is not in 0..1", (double)p.moe_standin);
+            goto fail;
+        }
+        e->standin = p.moe_standin;
         if (p.moe_top_p < 0 || p.moe_top_p > 1 || p.moe_k_min < 0 || p.moe_k_max < 0 ||
             p.moe_k_max > hp->n_expert || (p.moe_k_max && p.moe_k_min > p.moe_k_max)) {
             clb_err(COLIBRI_ERR_ARG, "moe_top_p %g / k_min %d / k_max %d out of range (1..%d experts)",

@@ -138,6 +138,14 @@ static int moa_attention(colibri_engine_t *e, const clb_layer *L, int l, int n) 
    parallel), then applies layer l + 1's router to layer l's FFN input and asks for the
    predicted experts, which the I/O threads load while layer l computes. Hints only: the
    store may ignore them, and they never change what is computed. */
+/* The batch union of layer l: every selected expert is asked for at once (its stand-in in
+   its place where pick_standins chose one). */
+static void demand_batch(colibri_engine_t *e, int l) {
+    clb_expert_store *st = e->model->store;
+    for (int x = 0; x < e->hp->n_expert; x++)
+        if (e->e_count[x] && clb_xp_mine(e, l, x)) clb_store_request(st, e->e_key[x], x, CLB_PRIO_DEMAND);
+}
+
 static void moe_prefetch(colibri_engine_t *e, int l, int n) {
     const clb_hparams *hp = e->hp;
     const int ne = hp->n_expert, kc = e->k_cap, nl = l + 1;
@@ -156,8 +164,7 @@ static void moe_prefetch(colibri_engine_t *e, int l, int n) {
         clb_store_note_recall(st, l, hit, all);
     }
     e->la_layer = -1;
-    for (int x = 0; x < ne; x++)
-        if (e->e_count[x] && clb_xp_mine(e, l, x)) clb_store_request(st, l, x, CLB_PRIO_DEMAND);
+    demand_batch(e, l);
     if (nl >= hp->n_layer || !e->model->layers[nl].is_moe) return;
     const clb_layer *N = &e->model->layers[nl];
     clb_matmul(&e->mm, &N->router, e->xn, hp->n_embd, n, e->la_logits, ne);
@@ -286,6 +293,36 @@ static void miss_drop(colibri_engine_t *e, int l, int t) {
         for (int s = 0; s < nk; s++) w[s] = (float)(w[s] * (all / kept));
 }
 
+/* Low-bit stand-ins (colibri_params.moe_standin): an expert none of whose selections in
+   the batch is its token's top one or at least the threshold's share of its token's
+   selected weight, and that is not in the pool (absent or still being read), is computed
+   with its stand-in (e_key). Decided per expert, not per selection: each expert's weights
+   stream once per batch either way. Unbounded, every expert is resident. */
+static void pick_standins(colibri_engine_t *e, int l, int n) {
+    const int ne = e->hp->n_expert, kc = e->k_cap;
+    clb_expert_store *st = e->model->store;
+    const int key = clb_store_key(e->hp->n_layer, l, CLB_SUB_STANDIN);
+    memset(e->e_low, 1, (size_t)ne);
+    for (int t = 0; t < n; t++) {
+        const int *sel = e->sel + t * kc;
+        const float *w = e->sel_w + t * kc;
+        double all = 0;
+        int top = 0;
+        for (int s = 0; s < e->tok_k[t]; s++) {
+            all += w[s];
+            if (w[s] > w[top]) top = s;
+        }
+        for (int s = 0; s < e->tok_k[t]; s++)
+            if (s == top || w[s] >= e->standin * all) e->e_low[sel[s]] = 0;
+    }
+    for (int x = 0; x < ne; x++)
+        if (e->e_count[x] && e->e_low[x] && clb_xp_mine(e, l, x) && clb_store_expert_bytes(st, key, x) &&
+            clb_store_is_absent(st, l, x)) {
+            e->e_key[x] = key;
+            e->n_standin += (uint64_t)e->e_count[x];
+        }
+}
+
 /* Expert x's row of a stacked [n_expert][rows] f32 bias, or NULL when the layer has none. */
 static const float *expert_bias(const clb_weight *b, int x) {
     return b->data ? (const float *)b->data + (int64_t)x * b->cols : NULL;
@@ -310,6 +347,8 @@ static void route_batch(colibri_engine_t *e, const clb_layer *L, int l, int n, c
         if (e->miss_drop > 0) miss_drop(e, l, t);
         for (int s = 0; s < e->tok_k[t]; s++) e->e_count[e->sel[t * kc + s]]++;
     }
+    for (int x = 0; x < ne; x++) e->e_key[x] = l;
+    if (e->standin > 0 && e->model->standins) pick_standins(e, l, n);
     memcpy(e->last_route + (int64_t)l * ne, e->e_count, sizeof(int) * (size_t)ne); /* colibri_expert_state */
 }
 
@@ -318,9 +357,7 @@ static void route_batch(colibri_engine_t *e, const clb_layer *L, int l, int n, c
    read them while attention computes (with lookahead on; a hint, as in moe_prefetch). */
 static void route_early(colibri_engine_t *e, const clb_layer *L, int l, int n) {
     route_batch(e, L, l, n, e->x);
-    if (!e->lookahead) return;
-    for (int x = 0; x < e->hp->n_expert; x++)
-        if (e->e_count[x] && clb_xp_mine(e, l, x)) clb_store_request(e->model->store, l, x, CLB_PRIO_DEMAND);
+    if (e->lookahead) demand_batch(e, l);
 }
 
 static int moe(colibri_engine_t *e, const clb_layer *L, int l, int n) {
@@ -354,7 +391,7 @@ static int moe(colibri_engine_t *e, const clb_layer *L, int l, int n) {
     for (int pass = e->lookahead ? 0 : 1; pass < 2 && !st; pass++) {
     for (int x = 0; x < ne; x++)
         if (e->e_count[x] && e->e_take[x] != 2 && clb_xp_mine(e, l, x))
-            e->e_take[x] = (uint8_t)(pass == 1 || clb_store_is_resident(e->model->store, l, x));
+            e->e_take[x] = (uint8_t)(pass == 1 || clb_store_is_resident(e->model->store, e->e_key[x], x));
     for (int g0 = 0, g1 = 0; g0 < ne && !st; g0 = g1) {
     for (int used = 0; g1 < ne && (e->e_take[g1] != 1 || used < cap); g1++) used += e->e_take[g1] == 1;
     /* 3. acquire the selected experts, gather and convert their inputs */
@@ -365,9 +402,9 @@ static int moe(colibri_engine_t *e, const clb_layer *L, int l, int n) {
         const int cnt = e->e_count[x], a0 = e->e_start[x];
         if (e->e_take[x] != 1) continue;
         if (l < COLIBRI_STATS_MAX_LAYERS) e->stats.expert_counts[l][x] += (uint32_t)cnt;
-        if ((st = clb_store_acquire(e->model->store, l, x, &e->e_w[x]))) break;
+        if ((st = clb_store_acquire(e->model->store, e->e_key[x], x, &e->e_w[x]))) break;
         e->stats.moe_experts_run++;
-        e->stats.moe_expert_bytes_run += clb_store_expert_bytes(e->model->store, l, x);
+        e->stats.moe_expert_bytes_run += clb_store_expert_bytes(e->model->store, e->e_key[x], x);
         const clb_expert_w *w = e->e_w[x];
         uint64_t stride, stride_u;
         const uint8_t *xq = expert_input(e, w->gate.dtype, n, a0, cnt, &q, &stride), *xu = xq;
@@ -397,13 +434,15 @@ static int moe(colibri_engine_t *e, const clb_layer *L, int l, int n) {
     }
     for (int x = g0; x < g1; x++)
         if (e->e_take[x] == 1) {
-            if (e->e_w[x]) clb_store_release(e->model->store, l, x);
+            if (e->e_w[x]) clb_store_release(e->model->store, e->e_key[x], x);
             e->e_w[x] = NULL;
             e->e_take[x] = 2;
         }
     } /* expert groups */
     } /* passes */
     if (e->lookahead) clb_store_layer_done(e->model->store, l);
+    if (e->lookahead && e->model->standins)
+        clb_store_layer_done(e->model->store, clb_store_key(hp->n_layer, l, CLB_SUB_STANDIN));
     if (st) return st;
     /* 4. several ranks: this rank's rows go to every rank and every rank's rows come back
        (xp_exchange_begin); the shared expert runs while they travel */

@@ -79,6 +79,9 @@ struct colibri_engine {
     int *la_sel;      /* [B][n_expert] predicted experts of layer la_layer per token (k used) */
     int *la_k;        /* [B] how many of la_sel each token uses */
     uint8_t *e_take;  /* [n_expert] moe() pass bookkeeping: 1 = this pass, 2 = done */
+    uint8_t *e_low;   /* [n_expert] every selection of the expert is a stand-in candidate */
+    int *e_key;       /* [n_expert] the store key each selected expert is computed from this layer
+                         run: the layer's own, or its stand-ins' (CLB_SUB_STANDIN) */
     float *la_w;      /* [B][n_expert] */
     /* -- mixture of attention heads (hp->n_attn_exp, engine.c moa_attention) -- */
     clb_router_cfg moa_router;
@@ -92,6 +95,8 @@ struct colibri_engine {
     uint64_t dense_locked;  /* dense weights mlock'ed inside a budget */
     float miss_drop;        /* colibri_params.moe_miss_drop (0 off) */
     uint64_t n_dropped;     /* selections it dropped */
+    float standin;          /* colibri_params.moe_standin (0 off) */
+    uint64_t n_standin;     /* selections computed with a stand-in */
 
     /* -- expert parallelism (src/moe/expert_exec.c, colibri_set_expert_exec) -- */
     bool xp_on;             /* this engine is one rank of several */

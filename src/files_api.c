@@ -64,7 +64,8 @@ static int parse_compress(const char *s, int *codec, int *level) {
 int colibri_convert(const char *src_path, const char *dst_path, const colibri_convert_params *p,
                     uint64_t *bytes_in, uint64_t *bytes_out) {
     if (!src_path || !dst_path) return clb_err(COLIBRI_ERR_ARG, "convert needs a source and a destination");
-    clb_convert_opts o = {.dtype = -1, .expert_dtype = -1, .mix = CLB_MIX_NONE, .expert_mix = CLB_MIX_NONE, .codec = -1};
+    clb_convert_opts o = {
+        .dtype = -1, .expert_dtype = -1, .mix = CLB_MIX_NONE, .expert_mix = CLB_MIX_NONE, .codec = -1, .standin_dtype = -1};
     progress_adapter pa = {0};
     int rc;
     if (p) {
@@ -77,6 +78,12 @@ int colibri_convert(const char *src_path, const char *dst_path, const colibri_co
             if ((o.mix = clb_mix_from_name(p->mix, false)) == CLB_MIX_NONE) return COLIBRI_ERR_ARG;
         }
         o.expert_dtype_map = p->expert_dtype_map;
+        if (p->standin_dtype) {
+            int mix = CLB_MIX_NONE;
+            if ((rc = parse_dtype("stand-in dtype", p->standin_dtype, &o.standin_dtype, &mix))) return rc;
+            if (mix != CLB_MIX_NONE)
+                return clb_err(COLIBRI_ERR_ARG, "stand-in dtype '%s' is a mix: give one type (e.g. q2_k)", p->standin_dtype);
+        }
         o.n_threads = p->n_threads;
         if (p->compress && (rc = parse_compress(p->compress, &o.codec, &o.level))) return rc;
         o.no_split = p->byte_split < 0;

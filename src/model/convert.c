@@ -125,6 +125,7 @@ static int target_dtype(const clb_source *s, const clb_src_tensor *t, const clb_
     *fallback = false;
     const int n_expert = s->hp.n_expert;
     const size_t idx = (size_t)(t - s->tensors);
+    if (clb_is_standin_name(t->name)) return t->dtype; /* a source's stand-ins stay bit for bit */
     int want = o->dtype;
     const int *p = plan;
     if (t->expert >= 0) {
@@ -272,6 +273,44 @@ static int convert_tensor(conv_ctx *c, int idx, const clb_src_tensor *t0, int ds
     return COLIBRI_OK;
 }
 
+typedef struct order_key {
+    int expert_kind, layer, expert, pos; /* expert_kind 0: dense */
+} order_key;
+
+static int cmp_order_key(const void *a, const void *b) {
+    const order_key *x = a, *y = b;
+    if (x->expert_kind != y->expert_kind) return x->expert_kind - y->expert_kind;
+    if (x->layer != y->layer) return x->layer < y->layer ? -1 : 1;
+    if (x->expert != y->expert) return x->expert < y->expert ? -1 : 1;
+    return (x->pos > y->pos) - (x->pos < y->pos);
+}
+
+/* Sorts the n output tensors (desc, with their source index and dtype) into the writer's
+   layout order: dense tensors as they are, then the experts by (layer, expert id). */
+static int layout_order(clb_cw_tensor *desc, int *order, int *dt, int n) {
+    order_key *k = clb_malloc((size_t)n * sizeof *k);
+    clb_cw_tensor *d2 = clb_malloc((size_t)n * sizeof *d2);
+    int *o2 = clb_malloc((size_t)n * sizeof *o2), *t2 = clb_malloc((size_t)n * sizeof *t2);
+    int rc = COLIBRI_OK;
+    if (!k || !d2 || !o2 || !t2) {
+        rc = clb_err(COLIBRI_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    for (int i = 0; i < n; i++)
+        k[i] = (order_key){.expert_kind = desc[i].expert >= 0, .layer = desc[i].layer, .expert = desc[i].expert, .pos = i};
+    qsort(k, (size_t)n, sizeof *k, cmp_order_key);
+    for (int i = 0; i < n; i++) d2[i] = desc[k[i].pos], o2[i] = order[k[i].pos], t2[i] = dt[k[i].pos];
+    memcpy(desc, d2, (size_t)n * sizeof *desc);
+    memcpy(order, o2, (size_t)n * sizeof *order);
+    memcpy(dt, t2, (size_t)n * sizeof *dt);
+done:
+    clb_free(k);
+    clb_free(d2);
+    clb_free(o2);
+    clb_free(t2);
+    return rc;
+}
+
 int clb_convert(const char *src_path, const char *dst_path, const clb_convert_opts *o, clb_convert_report *rep) {
     clb_convert_report dummy;
     if (!rep) rep = &dummy;
@@ -280,6 +319,8 @@ int clb_convert(const char *src_path, const char *dst_path, const clb_convert_op
         return clb_err(COLIBRI_ERR_ARG, "convert cannot produce dtype %s", clb_dtype_name(o->dtype));
     if (o->expert_dtype >= 0 && !clb_dtype_can_quantize(o->expert_dtype))
         return clb_err(COLIBRI_ERR_ARG, "convert cannot produce dtype %s", clb_dtype_name(o->expert_dtype));
+    if (o->standin_dtype >= 0 && !clb_dtype_can_quantize(o->standin_dtype))
+        return clb_err(COLIBRI_ERR_ARG, "convert cannot produce stand-ins of dtype %s", clb_dtype_name(o->standin_dtype));
     if (o->mix >= 0 && o->dtype >= 0)
         return clb_err(COLIBRI_ERR_ARG, "a mix (%s) and a dtype (%s) cannot both be given", clb_mix_name(o->mix),
                        clb_dtype_name(o->dtype));
@@ -295,18 +336,31 @@ int clb_convert(const char *src_path, const char *dst_path, const clb_convert_op
     clb_source s;
     if ((rc = clb_source_open(src_path, &s))) return rc;
     const int n = s.n_tensors;
-    const size_t nn = (size_t)(n ? n : 1);
+    /* stand-ins asked for: one per routed FFN expert tensor, written after every source tensor */
+    const int n_st = o->standin_dtype >= 0 ? 3 * s.hp.n_layer * s.hp.n_expert : 0;
+    const size_t nn = (size_t)(n + n_st ? n + n_st : 1);
     clb_cw_tensor *desc = clb_calloc(nn, sizeof *desc);
     int *order = clb_calloc(nn, sizeof *order), *dt = clb_calloc(nn, sizeof *dt);
+    char (*st_names)[96] = n_st ? clb_calloc((size_t)n_st, sizeof *st_names) : NULL;
     int *plan = NULL, *eplan = NULL; /* mix types in source order */
     int *emap = NULL; /* [n_layer][n_expert] dtype overrides */
     conv_ctx cc = {.o = o, .chunk_id = -1};
     clb_cwriter *w = NULL;
     cJSON *config = NULL;
-    if (!desc || !order || !dt) {
+    if (!desc || !order || !dt || (n_st && !st_names)) {
         rc = clb_err(COLIBRI_ERR_NOMEM, "out of memory");
         goto done;
     }
+    if (o->standin_dtype >= 0 && s.hp.n_expert == 0) {
+        rc = clb_err(COLIBRI_ERR_ARG, "%s has no routed experts to give stand-ins", src_path);
+        goto done;
+    }
+    for (int i = 0; n_st && i < n; i++)
+        if (clb_is_standin_name(s.tensors[i].name)) {
+            rc = clb_err(COLIBRI_ERR_ARG, "%s already has stand-ins ('%s'): convert it without --standin-dtype to keep "
+                         "them", src_path, s.tensors[i].name);
+            goto done;
+        }
     if (s.hp.n_expert > 0 && o->expert_dtype_map) {
         emap = clb_calloc((size_t)s.hp.n_layer * (size_t)s.hp.n_expert, sizeof *emap);
         if (!emap) {
@@ -338,10 +392,12 @@ int clb_convert(const char *src_path, const char *dst_path, const clb_convert_op
     int64_t max_cols = 1;
     for (int i = 0; i < n; i++)
         if (s.tensors[i].expert < 0) order[k++] = i;
-    static const char *const parts[] = {"ffn_gate", "ffn_up", "ffn_down", "attn_q", "attn_output"};
+    static const char *const parts[] = {"ffn_gate",         "ffn_up",         "ffn_down",
+                                        "attn_q",           "attn_output",    "ffn_gate_standin",
+                                        "ffn_up_standin",   "ffn_down_standin"};
     for (int l = 0; l < s.hp.n_layer; l++)
         for (int e = 0; e < CLB_MAX(s.hp.n_expert, s.hp.n_attn_exp); e++)
-            for (int p = 0; p < 5; p++) {
+            for (int p = 0; p < 8; p++) {
                 char name[96];
                 snprintf(name, sizeof name, "blk.%d.%s.%d.weight", l, parts[p], e);
                 const clb_src_tensor *t = clb_source_find(&s, name);
@@ -372,6 +428,41 @@ int clb_convert(const char *src_path, const char *dst_path, const clb_convert_op
             clb_log(CLB_LOG_WARN, "tensor '%s': %lld columns do not fit %s blocks, stored as f16", t->name,
                     (long long)cols, clb_dtype_name(o->expert_dtype >= 0 && t->expert >= 0 ? o->expert_dtype : o->dtype));
     }
+    /* the stand-ins: the routed FFN expert tensors again, in the same order, as standin_dtype */
+    int n_out = n;
+    for (int i = 0; i < n && n_st; i++) {
+        const clb_src_tensor *t = &s.tensors[order[i]];
+        /* blk.L.KIND.E.weight: kind, and the ".E.weight" after it */
+        const char *l_dot = strchr(t->name, '.'), *k_dot = l_dot ? strchr(l_dot + 1, '.') : NULL;
+        const char *e_dot = k_dot ? strchr(k_dot + 1, '.') : NULL;
+        if (t->expert < 0 || !e_dot || strncmp(k_dot + 1, "ffn_", 4)) continue; /* dense, or an attention expert */
+        const int j = n_out - n;
+        if (j == n_st) {
+            rc = clb_err(COLIBRI_ERR_FORMAT, "%s: more routed FFN expert tensors than %d layers x %d experts x 3",
+                         src_path, s.hp.n_layer, s.hp.n_expert);
+            goto done;
+        }
+        const int64_t cols = t->shape[t->n_dims - 1];
+        uint64_t rb = 0;
+        if (!clb_row_bytes(o->standin_dtype, cols, &rb)) {
+            rc = clb_err(COLIBRI_ERR_ARG, "tensor '%s': %lld columns do not fit %s blocks (choose another stand-in dtype, "
+                         "e.g. q4_0)", t->name, (long long)cols, clb_dtype_name(o->standin_dtype));
+            goto done;
+        }
+        snprintf(st_names[j], sizeof st_names[j], "%.*s_standin%s", (int)(e_dot - t->name), t->name, e_dot);
+        order[n + j] = order[i];
+        dt[n + j] = o->standin_dtype;
+        desc[n + j] = desc[i];
+        desc[n + j].name = st_names[j];
+        desc[n + j].dtype = o->standin_dtype;
+        desc[n + j].expert = s.hp.n_expert + t->expert;
+        max_row = CLB_MAX(max_row, rb);
+        total += t->size;
+        n_out++;
+    }
+    /* the writer lays the experts out by (layer, expert id) and an encoded file is written in
+       its layout order: so are the tensors (a layer's stand-ins after its experts) */
+    if (n_out > 0 && (rc = layout_order(desc, order, dt, n_out))) goto done;
     rep->n_fallback += mix_fallbacks;
     cc.n_threads = o->n_threads > 0 ? o->n_threads : clb_cpu_count();
     cc.n_threads = CLB_MAX(1, CLB_MIN(cc.n_threads, 256));
@@ -413,7 +504,7 @@ int clb_convert(const char *src_path, const char *dst_path, const clb_convert_op
         if ((rc = clb_key_obtain(dst_path, enc.key))) goto done;
     }
     double t0 = clb_now();
-    w = clb_cwriter_create_ex(dst_path, config, s.tokenizer, desc, n, &enc);
+    w = clb_cwriter_create_ex(dst_path, config, s.tokenizer, desc, n_out, &enc);
     clb_wipe(enc.key, sizeof enc.key);
     if (!w) {
         rc = COLIBRI_ERR_IO;
@@ -422,7 +513,7 @@ int clb_convert(const char *src_path, const char *dst_path, const clb_convert_op
     cc.w = w;
     cc.s = &s;
     cc.total = total;
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < n_out; i++) {
         if ((rc = convert_tensor(&cc, i, &s.tensors[order[i]], dt[i]))) {
             clb_err_prefix("%s", dst_path);
             goto done;
@@ -431,7 +522,7 @@ int clb_convert(const char *src_path, const char *dst_path, const clb_convert_op
     if ((rc = clb_cwriter_finish(w))) goto done;
     rep->seconds = clb_now() - t0;
     rep->bytes_in = total;
-    rep->n_tensors = n;
+    rep->n_tensors = n_out;
     {
         clb_map m;
         if (clb_map_open(dst_path, &m) == COLIBRI_OK) {
@@ -453,6 +544,7 @@ done:
     clb_free_aligned(cc.scratch);
     clb_codec_free(cc.dec);
     clb_free(desc);
+    clb_free(st_names);
     clb_free(order);
     clb_free(dt);
     if (eplan != plan) clb_free(eplan);

@@ -24,6 +24,11 @@ typedef struct clb_convert_opts {
        "0-3:q8_0,4-7:q4_0" for every layer, or a JSON object {"LAYERS": "EXPERTS:dtype,...", ...}
        whose keys are "*", "L" or "L0-L1" (later keys win), inline or in a .json file */
     const char *expert_dtype_map;
+    /* a clb_dtype: every routed FFN expert tensor blk.L.ffn_X.E.weight also gets a stand-in
+       blk.L.ffn_X_standin.E.weight of this type (layer L, expert n_expert + E in the tensor
+       table, so it lies after the layer's experts and is a chunk of its own), quantized from
+       the same source values; -1 = none (a source's stand-ins are kept bit for bit) */
+    int standin_dtype;
     /* called now and then with bytes written so far and the total (may be NULL) */
     void (*progress)(uint64_t done, uint64_t total, void *user);
     void *user;

@@ -149,6 +149,25 @@ static int bind_attn_experts(binder *b, int l) {
     return COLIBRI_OK;
 }
 
+/* Routed FFN expert e of layer l into its store slot of sub-layer sub: the expert itself
+   (blk.L.ffn_gate.E.weight, ...) or its stand-in (blk.L.ffn_gate_standin.E.weight, ...). */
+static int bind_ffn_expert(binder *b, int l, int e, int sub) {
+    clb_model *m = b->m;
+    const clb_hparams *hp = m->hp;
+    const int64_t E = hp->n_embd;
+    const char *suffix = sub == CLB_SUB_STANDIN ? "_standin" : "";
+    char n[128];
+    int rc;
+    clb_expert_w *w = clb_store_slot(m->store, clb_store_key(hp->n_layer, l, sub), e);
+    if (!w) return clb_err(COLIBRI_ERR_INTERNAL, "expert store slot %d/%d%s missing", l, e, suffix);
+    snprintf(n, sizeof n, "blk.%d.ffn_gate%s.%d.weight", l, suffix, e);
+    if ((rc = bind(b, n, hp->n_ff_exp, E, REQUIRED, false, &w->gate))) return rc;
+    snprintf(n, sizeof n, "blk.%d.ffn_up%s.%d.weight", l, suffix, e);
+    if ((rc = bind(b, n, hp->n_ff_exp, E, REQUIRED, false, &w->up))) return rc;
+    snprintf(n, sizeof n, "blk.%d.ffn_down%s.%d.weight", l, suffix, e);
+    return bind(b, n, E, hp->n_ff_exp, REQUIRED, false, &w->down);
+}
+
 static int bind_layer(binder *b, int l) {
     clb_model *m = b->m;
     const clb_hparams *hp = m->hp;
@@ -223,14 +242,9 @@ ffn:
         if (hp->shexp_gate) B("ffn_gate_inp_shexp.weight", 1, E, REQUIRED, false, &L->sh_gate_inp);
     }
     for (int e = 0; e < hp->n_expert; e++) {
-        clb_expert_w *w = clb_store_slot(m->store, l, e);
-        if (!w) return clb_err(COLIBRI_ERR_INTERNAL, "expert store slot %d/%d missing", l, e);
-        snprintf(n, sizeof n, "blk.%d.ffn_gate.%d.weight", l, e);
-        if ((rc = bind(b, n, hp->n_ff_exp, E, REQUIRED, false, &w->gate))) return rc;
-        snprintf(n, sizeof n, "blk.%d.ffn_up.%d.weight", l, e);
-        if ((rc = bind(b, n, hp->n_ff_exp, E, REQUIRED, false, &w->up))) return rc;
-        snprintf(n, sizeof n, "blk.%d.ffn_down.%d.weight", l, e);
-        if ((rc = bind(b, n, E, hp->n_ff_exp, REQUIRED, false, &w->down))) return rc;
+        if ((rc = bind_ffn_expert(b, l, e, CLB_SUB_FFN))) return rc;
+        /* the expert's low-bit stand-in (colibri convert --standin-dtype): the same shapes */
+        if (m->standins && (rc = bind_ffn_expert(b, l, e, CLB_SUB_STANDIN))) return rc;
     }
 #undef B
     return COLIBRI_OK;
@@ -253,7 +267,11 @@ int clb_model_load_io(const char *path, const clb_io *io, bool stream, clb_model
     binder b = {.m = m};
     b.used = clb_calloc((size_t)(m->src.n_tensors ? m->src.n_tensors : 1), 1);
     m->layers = clb_calloc((size_t)hp->n_layer, sizeof *m->layers);
-    m->store = clb_store_create(hp->n_layer, hp->n_attn_exp > 0 ? 2 : 1, CLB_MAX(hp->n_expert, hp->n_attn_exp));
+    /* stand-ins: every routed FFN expert has one, or none has (any stand-in tensor says which) */
+    for (int i = 0; i < m->src.n_tensors && !m->standins; i++)
+        m->standins = hp->n_expert > 0 && clb_is_standin_name(m->src.tensors[i].name);
+    m->store = clb_store_create(hp->n_layer, m->standins ? 3 : hp->n_attn_exp > 0 ? 2 : 1,
+                                CLB_MAX(hp->n_expert, hp->n_attn_exp));
     if (!b.used || !m->layers || !m->store) {
         rc = clb_err(COLIBRI_ERR_NOMEM, "out of memory");
         goto fail;

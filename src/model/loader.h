@@ -5,6 +5,8 @@
 
 #include "model/model.h"
 #include "model/source.h"
+#include <string.h>
+
 #include "moe/expert_store.h"
 
 typedef struct clb_model {
@@ -17,11 +19,15 @@ typedef struct clb_model {
     clb_weight rope_freqs;  /* [n_rot / 2] f32 frequency divisors (CLB_ROPE_SCALING_FREQS) */
     clb_layer *layers;      /* [n_layer] */
     clb_expert_store *store;
+    bool standins;          /* the FFN experts have low-bit stand-ins (store sub-layer CLB_SUB_STANDIN) */
     struct clb_owned *owned; /* buffers the model owns (f32 copies of f16/bf16 vectors, ...) */
     uint64_t dense_bytes, expert_bytes;
     uint8_t *pack_copy; /* interleaved copies of the dense matrix-product weights (clb_model_pack) */
     uint64_t pack_copy_bytes;
 } clb_model;
+
+/* A routed expert's stand-in tensor (blk.L.ffn_X_standin.E.weight, colibri convert --standin-dtype). */
+static inline bool clb_is_standin_name(const char *name) { return strstr(name, "_standin.") != NULL; }
 
 int clb_model_load(const char *path, clb_model **out);
 /* The same from a caller's source (model/source.h: clb_source_open_io). */

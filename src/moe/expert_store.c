@@ -29,7 +29,7 @@
 #include "moe/store_impl.h"
 
 clb_expert_store *clb_store_create(int n_layer, int n_sub, int n_expert) {
-    if (n_layer < 0 || n_expert < 0 || n_sub < 1 || n_sub > 2) return NULL;
+    if (n_layer < 0 || n_expert < 0 || n_sub < 1 || n_sub > 3) return NULL;
     clb_expert_store *s = clb_calloc(1, sizeof *s);
     if (!s) return NULL;
     n_layer *= n_sub;
@@ -129,7 +129,9 @@ uint64_t clb_store_total_bytes(const clb_expert_store *s) {
 static int layout_expert(clb_expert_store *s, const clb_source *src, int key, int e, clb_st_expert *x,
                          uint64_t *slot_need) {
     /* the tensors of an expert of each sub-layer (clb_store_key); NULL: none (left empty) */
-    static const char *const kinds[2][3] = {{"ffn_gate", "ffn_up", "ffn_down"}, {"attn_q", NULL, "attn_output"}};
+    static const char *const kinds[3][3] = {
+        {"ffn_gate", "ffn_up", "ffn_down"}, {"attn_q", NULL, "attn_output"},
+        {"ffn_gate_standin", "ffn_up_standin", "ffn_down_standin"}};
     const int n_model = s->n_layer / s->n_sub, l = key % n_model, sub = key / n_model;
     const clb_weight *ws[3] = {&x->w.gate, &x->w.up, &x->w.down};
     uint64_t off = 0;
@@ -358,13 +360,19 @@ int clb_store_configure(clb_expert_store *s, const clb_source *src, const clb_st
     s->bounded = cfg->pool_bytes > 0 && s->n_expert > 0;
     int n_present = 0, n_held = 0, rc;
     uint64_t slot_need = 0;
+    /* unbounded, every expert is at hand: the stand-ins are never computed, so they are
+       neither mapped in, copied nor decoded */
+    for (int l = CLB_SUB_STANDIN * (s->n_layer / s->n_sub); !s->bounded && s->n_sub > CLB_SUB_STANDIN && l < s->n_layer; l++)
+        for (int e = 0; e < s->n_expert; e++) clb_st_get(s, l, e)->present = false;
     for (int l = 0; l < s->n_layer; l++)
         for (int e = 0; e < s->n_expert; e++) {
             clb_st_expert *x = clb_st_get(s, l, e);
             if (!x->present) continue;
             n_present++;
-            /* expert parallelism places the FFN experts (sub-layer 0) only */
-            x->away = cfg->owner && l < s->n_layer / s->n_sub && cfg->owner[(int64_t)l * s->n_expert + e] != cfg->rank;
+            /* expert parallelism places the FFN experts (sub-layer 0) and their stand-ins with them */
+            const int n_model = s->n_layer / s->n_sub, sub = l / n_model;
+            x->away = cfg->owner && (sub == CLB_SUB_FFN || sub == CLB_SUB_STANDIN) &&
+                      cfg->owner[(int64_t)(l % n_model) * s->n_expert + e] != cfg->rank;
             n_held += !x->away;
             uint64_t need = 0;
             if ((rc = layout_expert(s, src, l, e, x, &need))) return rc;

@@ -24,11 +24,13 @@ struct clb_source;
 typedef struct clb_expert_store clb_expert_store;
 
 /* n_sub sub-layers per layer may have routed experts (1: the FFN's; 2: also the attention's,
-   hp->n_attn_exp): every call's `layer` is then a key clb_store_key(n_layer, l, sub), so
-   both kinds are acquired, cached, budgeted and prefetched by one store. n_expert: the most
-   experts of any sub-layer. */
+   hp->n_attn_exp; 3: also the FFN experts' low-bit stand-ins, docs/MEMORY.md): every call's
+   `layer` is then a key clb_store_key(n_layer, l, sub), so every kind is acquired, cached,
+   budgeted and prefetched by one store. n_expert: the most experts of any sub-layer.
+   Stand-ins exist only in the bounded mode: unbounded, every expert is at hand and the
+   store leaves them out (clb_store_expert_bytes 0). */
 clb_expert_store *clb_store_create(int n_layer, int n_sub, int n_expert);
-enum { CLB_SUB_FFN = 0, CLB_SUB_ATTN = 1 };
+enum { CLB_SUB_FFN = 0, CLB_SUB_ATTN = 1, CLB_SUB_STANDIN = 2 };
 /* The store's key of sub-layer sub of layer l in a model of n_layer layers. An attention
    expert's weights come in the clb_expert_w of an FFN expert: gate = its query projection,
    down = its output projection, up empty. */

@@ -233,14 +233,16 @@ int clb_mem_init(colibri_engine_t *e, const char *model_path, const colibri_para
     return COLIBRI_OK;
 }
 
-/* Layer l's store statistics: its FFN experts' and, with attention experts, theirs too. */
+/* Layer l's store statistics: its FFN experts' and, with attention experts or stand-ins,
+   theirs too (a sub-layer the model lacks has zeros). */
 static void layer_stats(clb_expert_store *st, const clb_hparams *hp, int l, clb_store_layer_stats *out) {
     clb_store_layer_stats_get(st, l, out);
-    if (hp->n_attn_exp <= 0) return;
-    clb_store_layer_stats a;
-    clb_store_layer_stats_get(st, clb_store_key(hp->n_layer, l, CLB_SUB_ATTN), &a);
-    out->hits += a.hits, out->misses += a.misses, out->bytes_read += a.bytes_read, out->evictions += a.evictions;
-    out->prefetch_issued += a.prefetch_issued, out->prefetch_used += a.prefetch_used, out->stall_s += a.stall_s;
+    for (int sub = CLB_SUB_ATTN; sub <= CLB_SUB_STANDIN; sub++) {
+        clb_store_layer_stats a;
+        clb_store_layer_stats_get(st, clb_store_key(hp->n_layer, l, sub), &a);
+        out->hits += a.hits, out->misses += a.misses, out->bytes_read += a.bytes_read, out->evictions += a.evictions;
+        out->prefetch_issued += a.prefetch_issued, out->prefetch_used += a.prefetch_used, out->stall_s += a.stall_s;
+    }
 }
 
 void clb_mem_stats(colibri_engine_t *e, colibri_stats_t *s) {
@@ -254,6 +256,7 @@ void clb_mem_stats(colibri_engine_t *e, colibri_stats_t *s) {
     s->expert_read_path = info.read_path;
     s->dense_locked_bytes = e->dense_locked;
     s->moe_experts_dropped = e->n_dropped;
+    s->moe_standins_used = e->n_standin;
     s->prefetch_issued = s->prefetch_used = s->lookahead_true = s->lookahead_hit = 0;
     s->expert_hits_total = s->expert_misses_total = s->expert_bytes_read_total = s->expert_evictions_total = 0;
     s->expert_stall_s_total = 0;

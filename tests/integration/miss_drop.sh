@@ -33,23 +33,13 @@ ppl w5 --expert-pool "$two" --moe-miss-drop 0.5 --kl-memory
 ppl w5b1 --expert-pool "$two" --moe-miss-drop 0.5 --kl-memory --batch 1
 ppl w5exact --expert-pool "$two" --moe-miss-drop 0.5 --kl-divergence
 
-"$PYTHON" - "$WORK" "$((2 * layers))" "$((4 * 128 * k * layers))" "$k" <<'PY' || fail "the figures break a property (above)"
-import math, os, re, sys
-work, slots, n_sel, k = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+"$PYTHON" - "$REF" "$WORK" "$((2 * layers))" "$((4 * 128 * k * layers))" "$k" <<'PY' || fail "the figures break a property (above)"
+import math, os, sys
+sys.path.insert(0, sys.argv[1])
+from ppl_figures import parse as parse_file
+work, slots, n_sel, k = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 def parse(name):
-    s = open(os.path.join(work, name)).read()
-    r = {"ppl": float(re.search(r"^perplexity: ([0-9.]+) ", s, re.M).group(1))}
-    m = re.search(r"^(\w+) reference: perplexity (\S+) \(([-+0-9.]+) %\); KL divergence mean (\S+) max (\S+); "
-                  r"argmax agreement ([0-9.]+) %", s, re.M)
-    if m:
-        r.update(ref_kind=m.group(1), ref=float(m.group(2)), kl=float(m.group(4)), kl_max=float(m.group(5)),
-                 agree=float(m.group(6)), kl_text=m.group(4) + " " + m.group(5))
-    m = re.search(r"^experts: pool (\d+) slots .*; hit rate ([0-9.]+) % .*; ([0-9]+) bytes read per token; "
-                  r".*dropped (\d+) of (\d+) selections", s, re.M)
-    if m:
-        r.update(slots=int(m.group(1)), hit=float(m.group(2)), bytes=int(m.group(3)), dropped=int(m.group(4)),
-                 selections=int(m.group(5)))
-    return r
+    return parse_file(os.path.join(work, name))
 plain, exact, w0, w5, w5b1, w5x = (parse(n) for n in ("plain", "exact", "w0", "w5", "w5b1", "w5exact"))
 bad = []
 def check(cond, msg):

@@ -4,6 +4,7 @@
  *     a generated model and the Mixtral fixtures (GGUF q4_0 and the HF directory);
  *   - budget accounting and its errors, config keys, the environment override;
  *   - hit/miss/eviction/bytes-read statistics and lookahead recall;
+ *   - residency-aware dynamic k and low-bit stand-ins: off, nothing changes; on, counted;
  *   - the usage file and the pinned hot set; run-time policy switches;
  *   - guard mode reports an access to an expert that is not acquired (in a child process);
  *   - peak RSS (VmHWM) of a budgeted run stays within budget + overhead, while the
@@ -33,7 +34,7 @@
 #define FX_GGUF "tests/fixtures/mixtral/model-q4_0.gguf"
 #define FX_HF "tests/fixtures/mixtral/hf"
 
-static char tiny_path[256], big_path[256];
+static char tiny_path[256], big_path[256], standin_path[256];
 enum { NT = 10, ND = 4 };
 static const int32_t PROMPT[NT] = {1, 5, 9, 33, 70, 2, 11, 95, 40, 41};
 
@@ -53,6 +54,13 @@ static int setup(void **state) {
     hp.n_head = 4;
     hp.head_dim = hp.head_dim_v = hp.n_rot = 64;
     if (tu_write_model(big_path, &hp, CLB_DT_F32, 8)) return -1;
+    /* the tiny model again with a q4_0 stand-in for every expert (colibri convert --standin-dtype) */
+    tu_tmp_path(standin_path, sizeof standin_path, ".colibri");
+    colibri_convert_params cp = {.standin_dtype = "q4_0", .n_threads = 1};
+    if (colibri_convert(tiny_path, standin_path, &cp, NULL, NULL)) {
+        fprintf(stderr, "convert --standin-dtype: %s\n", colibri_last_error());
+        return -1;
+    }
     return 0;
 }
 
@@ -60,13 +68,14 @@ static int teardown(void **state) {
     (void)state;
     unlink(tiny_path);
     unlink(big_path);
+    unlink(standin_path);
     return 0;
 }
 
 typedef struct run_cfg {
     uint64_t pool, budget;
     int policy, prefetch, direct, threads, batch, io_threads;
-    float miss_drop;
+    float miss_drop, standin;
 } run_cfg;
 
 static colibri_engine_t *open_cfg(const char *path, const run_cfg *c) {
@@ -81,6 +90,7 @@ static colibri_engine_t *open_cfg(const char *path, const run_cfg *c) {
     p.direct_io = c->direct;
     p.io_threads = c->io_threads;
     p.moe_miss_drop = c->miss_drop;
+    p.moe_standin = c->standin;
     colibri_engine_t *e = colibri_init_params(path, &p);
     if (!e) fprintf(stderr, "init %s: %s\n", path, colibri_last_error());
     return e;
@@ -141,6 +151,7 @@ static void check_invariance(const char *path) {
         {.pool = two, .direct = COLIBRI_READ_BUFFERED},              /* the page cache kept */
         {.pool = two, .threads = 2, .direct = COLIBRI_READ_DONTNEED}, /* pread + DONTNEED */
         {.miss_drop = 1.0f, .threads = 2},             /* unbounded: nothing is ever absent */
+        {.standin = 1.0f, .miss_drop = 1.0f},          /* ... nor computed with a stand-in */
         {.pool = two, .batch = 3, .io_threads = 1},
         {.pool = two, .prefetch = 1, .io_threads = 2, .threads = 2, .batch = 1},
         {.pool = (uint64_t)1 << 40},                   /* everything fits */
@@ -172,10 +183,30 @@ static void check_invariance(const char *path) {
         else assert_true(path_got == COLIBRI_PATH_DIRECT || path_got == COLIBRI_PATH_MIXED ||
                          path_got == COLIBRI_PATH_DONTNEED);
         assert_int_equal(st.moe_experts_dropped, 0); /* off, or nothing absent */
+        assert_int_equal(st.moe_standins_used, 0);
         free(got);
         colibri_free(e);
     }
     free(want);
+}
+
+/* got differs from want (an option changed the logits), every value finite */
+static void assert_changed(const float *got, const float *want, size_t n) {
+    for (size_t i = 0; i < n; i++) assert_true(isfinite(got[i]));
+    assert_true(memcmp(got, want, sizeof(float) * n) != 0);
+}
+
+static void set_miss_drop(colibri_params *p, float v) { p->moe_miss_drop = v; }
+static void set_standin(colibri_params *p, float v) { p->moe_standin = v; }
+
+/* an option outside 0..1 (1.5, NaN) is refused, naming it */
+static void assert_refused(const char *path, void (*set)(colibri_params *, float), const char *name) {
+    colibri_params p = colibri_params_default();
+    set(&p, 1.5f);
+    assert_null(colibri_init_params(path, &p));
+    assert_non_null(strstr(colibri_last_error(), name));
+    set(&p, NAN);
+    assert_null(colibri_init_params(path, &p));
 }
 
 /* Residency-aware dynamic k (moe_miss_drop): off by default (check_invariance: the logits
@@ -197,16 +228,50 @@ static void test_miss_drop(void **state) {
             (unsigned long long)st.moe_experts_dropped, (unsigned long long)st.expert_hits_total,
             (unsigned long long)st.expert_misses_total);
     assert_true(st.moe_experts_dropped > 0);
-    for (size_t i = 0; i < (NT + ND) * V; i++) assert_true(isfinite(got[i]));
-    assert_true(memcmp(got, want, sizeof(float) * (NT + ND) * V) != 0);
+    assert_changed(got, want, (NT + ND) * V);
     free(got);
     colibri_free(e);
-    colibri_params p = colibri_params_default();
-    p.moe_miss_drop = 1.5f;
-    assert_null(colibri_init_params(tiny_path, &p));
-    assert_non_null(strstr(colibri_last_error(), "moe_miss_drop"));
-    p.moe_miss_drop = NAN;
-    assert_null(colibri_init_params(tiny_path, &p));
+    assert_refused(tiny_path, set_miss_drop, "moe_miss_drop");
+    free(want);
+}
+
+/* Low-bit stand-ins (moe_standin, colibri convert --standin-dtype). A file with stand-ins
+   gives the logits of the file without them in every mode unless asked (check_invariance on
+   it, and its reference equals the plain file's bit for bit); asked, with a pool of 2 experts
+   per layer and no prefetch, experts absent from the pool are computed with their stand-ins
+   (counted, finite, the logits change), while on a file without stand-ins the option changes
+   nothing; out-of-range values are refused. */
+static void test_standin(void **state) {
+    (void)state;
+    size_t V;
+    uint64_t two;
+    int n_layer;
+    float *want = reference(tiny_path, &V, &n_layer, &two);
+    float *want_st = reference(standin_path, &V, &n_layer, &two);
+    assert_memory_equal(want, want_st, sizeof(float) * (NT + ND) * V);
+    free(want_st);
+    check_invariance(standin_path);
+    colibri_engine_t *e;
+    run_cfg on = {.pool = two, .prefetch = -1, .standin = 1.0f};
+    assert_non_null(e = open_cfg(standin_path, &on));
+    float *got = run_logits(e);
+    colibri_stats_t st = colibri_get_stats(e);
+    fprintf(stderr, "moe_standin 1.0, pool of 2 per layer: %llu selections with a stand-in, %llu hits, %llu misses\n",
+            (unsigned long long)st.moe_standins_used, (unsigned long long)st.expert_hits_total,
+            (unsigned long long)st.expert_misses_total);
+    assert_true(st.moe_standins_used > 0);
+    assert_int_equal(st.moe_experts_dropped, 0);
+    assert_changed(got, want, (NT + ND) * V);
+    free(got);
+    colibri_free(e);
+    /* no stand-ins in the file: the option is a no-op */
+    assert_non_null(e = open_cfg(tiny_path, &on));
+    got = run_logits(e);
+    assert_int_equal(colibri_get_stats(e).moe_standins_used, 0);
+    assert_memory_equal(got, want, sizeof(float) * (NT + ND) * V);
+    free(got);
+    colibri_free(e);
+    assert_refused(standin_path, set_standin, "moe_standin");
     free(want);
 }
 
@@ -580,6 +645,7 @@ int main(void) {
         cmocka_unit_test(test_invariance_fixtures),
         cmocka_unit_test(test_policy_switch),
         cmocka_unit_test(test_miss_drop),
+        cmocka_unit_test(test_standin),
         cmocka_unit_test(test_stats),
         cmocka_unit_test(test_budget_errors),
         cmocka_unit_test(test_config_keys),
