@@ -217,11 +217,11 @@ typedef struct colibri_params {
                                    layer runs is dropped, the token's other weights scaled to the
                                    same sum (so the logits then depend on timing) */
     float moe_standin;          /* low-bit stand-ins (docs/MEMORY.md), 0 = off (the default). > 0,
-                                   with a pool and a file converted with stand-ins: an expert not
-                                   in the pool all of whose selections in a batch are below this
-                                   share of their token's routing weight, none a token's top one,
-                                   is computed with its stand-in instead of being waited for,
-                                   while the full expert is asked for (for later tokens) */
+                                   with a pool and a file converted with stand-ins: an expert
+                                   neither in the pool nor being read, all of whose selections in
+                                   a batch are below this share of their token's routing weight,
+                                   none a token's top one, is computed with its stand-in instead
+                                   of being waited for (the logits then depend on timing) */
 } colibri_params;
 
 /* How the pool's threads wait for work and the evaluating thread for them. Every policy

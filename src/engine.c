@@ -133,11 +133,6 @@ static int moa_attention(colibri_engine_t *e, const clb_layer *L, int l, int n) 
 
 /* ---- expert memory hierarchy (docs/MEMORY.md): batch union + router lookahead ---- */
 
-/* After layer l routed its batch: scores the lookahead's prediction for l (recall), asks
-   the store for every expert of the batch at once (the union: each loads once, reads in
-   parallel), then applies layer l + 1's router to layer l's FFN input and asks for the
-   predicted experts, which the I/O threads load while layer l computes. Hints only: the
-   store may ignore them, and they never change what is computed. */
 /* The batch union of layer l: every selected expert is asked for at once (its stand-in in
    its place where pick_standins chose one). */
 static void demand_batch(colibri_engine_t *e, int l) {
@@ -146,6 +141,11 @@ static void demand_batch(colibri_engine_t *e, int l) {
         if (e->e_count[x] && clb_xp_mine(e, l, x)) clb_store_request(st, e->e_key[x], x, CLB_PRIO_DEMAND);
 }
 
+/* After layer l routed its batch: scores the lookahead's prediction for l (recall), asks
+   the store for every expert of the batch at once (the union: each loads once, reads in
+   parallel), then applies layer l + 1's router to layer l's FFN input and asks for the
+   predicted experts, which the I/O threads load while layer l computes. Hints only: the
+   store may ignore them, and they never change what is computed. */
 static void moe_prefetch(colibri_engine_t *e, int l, int n) {
     const clb_hparams *hp = e->hp;
     const int ne = hp->n_expert, kc = e->k_cap, nl = l + 1;
@@ -295,8 +295,8 @@ static void miss_drop(colibri_engine_t *e, int l, int t) {
 
 /* Low-bit stand-ins (colibri_params.moe_standin): an expert none of whose selections in
    the batch is its token's top one or at least the threshold's share of its token's
-   selected weight, and that is not in the pool (absent or still being read), is computed
-   with its stand-in (e_key). Decided per expert, not per selection: each expert's weights
+   selected weight, and that is neither in the pool nor being read (one the lookahead is
+   already reading is waited for), is computed with its stand-in (e_key). Decided per expert, not per selection: each expert's weights
    stream once per batch either way. Unbounded, every expert is resident. */
 static void pick_standins(colibri_engine_t *e, int l, int n) {
     const int ne = e->hp->n_expert, kc = e->k_cap;

@@ -336,7 +336,7 @@ int clb_convert(const char *src_path, const char *dst_path, const clb_convert_op
     clb_source s;
     if ((rc = clb_source_open(src_path, &s))) return rc;
     const int n = s.n_tensors;
-    /* stand-ins asked for: one per routed FFN expert tensor, written after every source tensor */
+    /* stand-ins asked for: at most one per routed FFN expert tensor (layout_order places them) */
     const int n_st = o->standin_dtype >= 0 ? 3 * s.hp.n_layer * s.hp.n_expert : 0;
     const size_t nn = (size_t)(n + n_st ? n + n_st : 1);
     clb_cw_tensor *desc = clb_calloc(nn, sizeof *desc);
