@@ -14,7 +14,7 @@
 #   env: THREADS (2), TOKENS (128 per stream), STREAMS ("1 2 4 8"), EXTRA (more serve options),
 #        PEER (a llama-server binary, llama.cpp's or ik_llama.cpp's: after the colibri binaries
 #        it serves the same file with -np = the most streams and the same rounds are run; its
-#        /metrics differ, so only tokens, wall time and tok/s are given), PEER_ARGS (e.g. -rtr 1),
+#        /metrics differ, so only tokens, wall time and tok/s are given), PEER_ARGS (e.g. -rtr: llama-server takes no value after it),
 #        TEMP (1.0: each stream samples with its own seed, so that the streams' tokens, and the
 #        experts they choose, differ; on a random-weight file greedy streams all fall into the
 #        same tokens and share every expert), PAIRS (1: how many times `colibri bench` and a

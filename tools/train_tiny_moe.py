@@ -447,6 +447,8 @@ def main():
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--kv-heads", type=int, default=2)
+    ap.add_argument("--experts", type=int, default=8, help="routed experts per layer")
+    ap.add_argument("--top-k", type=int, default=2, help="experts per token")
     ap.add_argument("--seq", type=int, default=256)
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--steps", type=int, default=2000,
@@ -521,7 +523,8 @@ def main():
     # ---- model
     cfg = Cfg(vocab_size=args.vocab, hidden_size=args.hidden, intermediate_size=args.ff,
               num_hidden_layers=args.layers, num_attention_heads=args.heads,
-              num_key_value_heads=args.kv_heads, max_position_embeddings=max(256, args.seq))
+              num_key_value_heads=args.kv_heads, max_position_embeddings=max(256, args.seq),
+              num_local_experts=args.experts, num_experts_per_tok=args.top_k)
     model = TinyMixtral(cfg)
     n_params = count_params(model)
     active = n_params - cfg.num_hidden_layers * (cfg.num_local_experts - cfg.num_experts_per_tok) \
